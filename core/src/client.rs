@@ -1,0 +1,125 @@
+//! The entry point: a [`Client`] holds the connections and hands out queue handles.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::{ClientOptions, Connection};
+use crate::delayed_queue::DelayedQueue;
+use crate::error::{Error, Result};
+use crate::keys::DelayedKeys;
+use crate::scheduler::{self, SchedulerGuard, SchedulerOptions};
+
+/// A connection to Redis (one server or a cluster). Cheap to clone; clones share the
+/// connections. Closing one closes all.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+pub(crate) struct ClientInner {
+    pub(crate) conn: Connection,
+    pub(crate) runtime: tokio::runtime::Handle,
+    pub(crate) token: CancellationToken,
+    schedulers: Mutex<HashMap<String, Weak<SchedulerGuard>>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects to the Redis server at `url` (`redis://[user:pass@]host:port/db`,
+    /// `rediss://` for TLS, `redis+unix:///path`). Must be called inside a tokio runtime;
+    /// queue handles run their background tasks on that runtime.
+    pub async fn connect(url: &str) -> Result<Client> {
+        Self::connect_with(ClientOptions::new(url)).await
+    }
+
+    /// Connects with explicit options (a cluster, time limits).
+    pub async fn connect_with(opts: ClientOptions) -> Result<Client> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::invalid("Client::connect must run inside a tokio runtime"))?;
+        let conn = Connection::open(opts).await?;
+        Ok(Client {
+            inner: Arc::new(ClientInner {
+                conn,
+                runtime,
+                token: CancellationToken::new(),
+                schedulers: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// A handle on the Redisson-compatible delayed queue `name`, running the transfer
+    /// task for it (see [`SchedulerOptions`]).
+    pub fn delayed_queue(&self, name: &str) -> Result<DelayedQueue> {
+        self.delayed_queue_with(name, SchedulerOptions::default())
+    }
+
+    /// A handle on the delayed queue `name` with explicit scheduler options.
+    pub fn delayed_queue_with(&self, name: &str, opts: SchedulerOptions) -> Result<DelayedQueue> {
+        self.check_open()?;
+        let keys = DelayedKeys::new(name)?;
+        if opts.reconcile_interval.is_zero() {
+            return Err(Error::invalid("reconcile interval must be positive"));
+        }
+        if opts.batch_size == 0 || opts.batch_size > 100_000 {
+            return Err(Error::invalid("batch size must be between 1 and 100000"));
+        }
+        let guard = opts.enabled.then(|| self.scheduler_for(&keys, &opts));
+        Ok(DelayedQueue::new(self.clone(), keys, opts, guard))
+    }
+
+    /// One transfer task per queue per client, shared by its handles.
+    fn scheduler_for(&self, keys: &DelayedKeys, opts: &SchedulerOptions) -> Arc<SchedulerGuard> {
+        let mut map = self.inner.schedulers.lock().expect("scheduler lock");
+        if let Some(guard) = map.get(&keys.destination).and_then(Weak::upgrade) {
+            return guard;
+        }
+        let guard = scheduler::spawn(
+            &self.inner.runtime,
+            self.inner.conn.clone(),
+            keys.clone(),
+            opts.clone(),
+            &self.inner.token,
+        );
+        map.retain(|_, w| w.strong_count() > 0);
+        map.insert(keys.destination.clone(), Arc::downgrade(&guard));
+        guard
+    }
+
+    /// The Redis server's clock in Unix milliseconds (the clock due times are based on).
+    pub async fn server_time_ms(&self) -> Result<i64> {
+        self.check_open()?;
+        let (secs, micros): (i64, i64) = redis::cmd("TIME")
+            .query_async(&mut self.inner.conn.commands())
+            .await?;
+        Ok(secs * 1000 + micros / 1000)
+    }
+
+    /// Closes the client: stops every background task and fails later calls on it and on
+    /// its queues with [`Error::Closed`]. Idempotent.
+    pub fn close(&self) {
+        self.inner.token.cancel();
+        self.inner.conn.clear_pool();
+    }
+
+    /// Whether [`Client::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.token.is_cancelled()
+    }
+
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.is_closed() {
+            Err(Error::Closed("the client is closed"))
+        } else {
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! [`DelayedQueue`]: Redisson's `RDelayedQueue` layout, driven from Rust.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Client;
+use crate::codec;
+use crate::delay::{check_value, delay_to_millis};
+use crate::error::{Error, Result};
+use crate::keys::DelayedKeys;
+use crate::scheduler::{self, SchedulerGuard, SchedulerOptions, TransferOutcome};
+use crate::scripts;
+
+/// Entries per offer script call: large enough for one round trip per thousand, small
+/// enough to keep each script call short.
+const OFFER_CHUNK: usize = 1000;
+
+/// Counts of a delayed queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DelayedStats {
+    /// Entries still waiting for their due time.
+    pub delayed: u64,
+    /// Values in the destination list, ready to be taken.
+    pub ready: u64,
+    /// Entries that could not be decoded and were moved aside.
+    pub corrupt: u64,
+}
+
+/// A handle on one Redisson-compatible delayed queue. Cheap to clone; clones share the
+/// handle (and its transfer task). Values are bytes.
+#[derive(Clone)]
+pub struct DelayedQueue {
+    inner: Arc<QueueInner>,
+}
+
+struct QueueInner {
+    client: Client,
+    keys: DelayedKeys,
+    opts: SchedulerOptions,
+    token: CancellationToken,
+    scheduler: Mutex<Option<Arc<SchedulerGuard>>>,
+}
+
+impl std::fmt::Debug for DelayedQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DelayedQueue")
+            .field("name", &self.inner.keys.destination)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DelayedQueue {
+    pub(crate) fn new(
+        client: Client,
+        keys: DelayedKeys,
+        opts: SchedulerOptions,
+        scheduler: Option<Arc<SchedulerGuard>>,
+    ) -> Self {
+        let token = client.inner.token.child_token();
+        DelayedQueue {
+            inner: Arc::new(QueueInner {
+                client,
+                keys,
+                opts,
+                token,
+                scheduler: Mutex::new(scheduler),
+            }),
+        }
+    }
+
+    /// The queue's name (its destination list).
+    pub fn name(&self) -> &str {
+        &self.inner.keys.destination
+    }
+
+    /// The Redis keys of this queue.
+    pub fn keys(&self) -> &DelayedKeys {
+        &self.inner.keys
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.token.is_cancelled() {
+            self.inner.client.check_open()?;
+            return Err(Error::Closed("the queue handle is closed"));
+        }
+        Ok(())
+    }
+
+    fn commands(&self) -> impl ConnectionLike + Send + Clone + 'static {
+        self.inner.client.inner.conn.commands()
+    }
+
+    /// Offers `value` to be delivered after `delay`. Returns the due time in Unix ms, as
+    /// computed from the Redis server's clock.
+    pub async fn offer(&self, value: impl AsRef<[u8]>, delay: Duration) -> Result<i64> {
+        let due = self.offer_all([(value, delay)]).await?;
+        Ok(due[0])
+    }
+
+    /// Offers many values, one round trip per thousand. Returns their due times, in order.
+    /// Every argument is checked before anything is sent.
+    pub async fn offer_all<V, I>(&self, entries: I) -> Result<Vec<i64>>
+    where
+        V: AsRef<[u8]>,
+        I: IntoIterator<Item = (V, Duration)>,
+    {
+        self.check_open()?;
+        let mut checked = Vec::new();
+        for (value, delay) in entries {
+            check_value(value.as_ref())?;
+            checked.push((value, delay_to_millis(delay)?));
+        }
+        let mut due = Vec::with_capacity(checked.len());
+        let mut conn = self.commands();
+        for chunk in checked.chunks(OFFER_CHUNK) {
+            let mut call = scripts::OFFER.prepare_invoke();
+            call.key(&self.inner.keys.timeout_set)
+                .key(&self.inner.keys.queue_list)
+                .key(&self.inner.keys.channel)
+                .key(&self.inner.keys.destination);
+            for (value, delay_ms) in chunk {
+                call.arg(*delay_ms)
+                    .arg(&codec::random_id()[..])
+                    .arg(value.as_ref());
+            }
+            let part: Vec<i64> = call.invoke_async(&mut conn).await?;
+            due.extend(part);
+        }
+        Ok(due)
+    }
+
+    /// The number of entries still waiting for their due time.
+    pub async fn size(&self) -> Result<u64> {
+        self.check_open()?;
+        Ok(redis::cmd("LLEN")
+            .arg(&self.inner.keys.queue_list)
+            .query_async(&mut self.commands())
+            .await?)
+    }
+
+    /// Whether a waiting entry holds `value`.
+    pub async fn contains(&self, value: impl AsRef<[u8]>) -> Result<bool> {
+        self.check_open()?;
+        check_value(value.as_ref())?;
+        let found: i64 = scripts::CONTAINS
+            .key(&self.inner.keys.queue_list)
+            .arg(value.as_ref())
+            .invoke_async(&mut self.commands())
+            .await?;
+        Ok(found == 1)
+    }
+
+    /// Removes the first waiting entry holding `value`; returns whether there was one.
+    pub async fn remove(&self, value: impl AsRef<[u8]>) -> Result<bool> {
+        self.check_open()?;
+        check_value(value.as_ref())?;
+        let removed: i64 = scripts::REMOVE
+            .key(&self.inner.keys.queue_list)
+            .key(&self.inner.keys.timeout_set)
+            .arg(value.as_ref())
+            .invoke_async(&mut self.commands())
+            .await?;
+        Ok(removed == 1)
+    }
+
+    /// The values still waiting, in offer order. Undecodable entries are skipped.
+    pub async fn read_all(&self) -> Result<Vec<Vec<u8>>> {
+        self.check_open()?;
+        let packed: Vec<Vec<u8>> = redis::cmd("LRANGE")
+            .arg(&self.inner.keys.queue_list)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.commands())
+            .await?;
+        Ok(packed
+            .iter()
+            .filter_map(|p| match codec::unpack(p) {
+                Ok((_, value)) => Some(value.to_vec()),
+                Err(e) => {
+                    tracing::warn!(queue = %self.name(), error = %e, "skipping entry in read_all");
+                    None
+                }
+            })
+            .collect())
+    }
+
+    /// Deletes every waiting entry (values already in the destination stay).
+    pub async fn clear(&self) -> Result<()> {
+        self.check_open()?;
+        let _: i64 = scripts::CLEAR
+            .key(&self.inner.keys.queue_list)
+            .key(&self.inner.keys.timeout_set)
+            .invoke_async(&mut self.commands())
+            .await?;
+        Ok(())
+    }
+
+    /// Takes the oldest due value if there is one, without waiting.
+    pub async fn poll(&self) -> Result<Option<Vec<u8>>> {
+        self.check_open()?;
+        Ok(redis::cmd("LPOP")
+            .arg(&self.inner.keys.destination)
+            .query_async(&mut self.commands())
+            .await?)
+    }
+
+    /// Takes the oldest due value, waiting up to `timeout` (`None`: forever) for one.
+    /// Returns `None` when the time passes.
+    ///
+    /// Cancel-safe: if the returned future is dropped while the server is handing over a
+    /// value, the value is pushed back to the head of the destination, not lost.
+    pub async fn take(&self, timeout: Option<Duration>) -> Result<Option<Vec<u8>>> {
+        self.check_open()?;
+        let secs = match timeout {
+            Some(t) if t.is_zero() => return self.poll().await,
+            // BLPOP takes seconds with millisecond resolution; 0 would mean forever.
+            Some(t) => format!("{:.3}", t.as_secs_f64().max(0.001)),
+            None => "0".to_owned(),
+        };
+        let conn = self.inner.client.inner.conn.clone();
+        let mut dedicated = conn.dedicated().await?;
+        let dest = self.inner.keys.destination.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.inner.client.inner.runtime.spawn(async move {
+            let reply: redis::RedisResult<Option<(Vec<u8>, Vec<u8>)>> = redis::cmd("BLPOP")
+                .arg(&dest)
+                .arg(&secs)
+                .query_async(&mut dedicated)
+                .await;
+            let healthy = reply.is_ok();
+            if let Err(Ok(Some((_, value)))) = tx.send(reply) {
+                // Nobody waits any more: give the value back, at the head where it was.
+                let back: redis::RedisResult<i64> = redis::cmd("LPUSH")
+                    .arg(&dest)
+                    .arg(&value)
+                    .query_async(&mut dedicated)
+                    .await;
+                if let Err(e) = back {
+                    tracing::error!(queue = %dest, error = %e, "could not return a value taken by a cancelled take");
+                }
+            }
+            if healthy {
+                conn.release(dedicated);
+            }
+        });
+        tokio::select! {
+            reply = rx => match reply {
+                Ok(reply) => Ok(reply?.map(|(_, value)| value)),
+                Err(_) => Err(Error::Connection("the blocking take was interrupted".into())),
+            },
+            _ = self.inner.token.cancelled() => {
+                self.inner.client.check_open()?;
+                Err(Error::Closed("the queue handle was closed during take"))
+            }
+        }
+    }
+
+    /// Counts of waiting, ready and corrupt entries.
+    pub async fn stats(&self) -> Result<DelayedStats> {
+        self.check_open()?;
+        let (delayed, ready, corrupt): (u64, u64, u64) = redis::pipe()
+            .cmd("LLEN")
+            .arg(&self.inner.keys.queue_list)
+            .cmd("LLEN")
+            .arg(&self.inner.keys.destination)
+            .cmd("LLEN")
+            .arg(&self.inner.keys.corrupt_list)
+            .query_async(&mut self.commands())
+            .await?;
+        Ok(DelayedStats {
+            delayed,
+            ready,
+            corrupt,
+        })
+    }
+
+    /// Moves every due entry to the destination now, without waiting for the transfer
+    /// task. Returns what the pass found.
+    pub async fn transfer_now(&self) -> Result<TransferOutcome> {
+        self.check_open()?;
+        scheduler::transfer_due(&mut self.commands(), &self.inner.keys, self.inner.opts.batch_size)
+            .await
+    }
+
+    /// Closes this handle: stops its share of the transfer task and fails later calls
+    /// (and a pending `take`) with [`Error::Closed`]. Other handles are unaffected.
+    /// Idempotent.
+    pub fn close(&self) {
+        self.inner.token.cancel();
+        self.inner.scheduler.lock().expect("scheduler lock").take();
+    }
+}

@@ -1,0 +1,114 @@
+//! One error taxonomy for every language. Bindings map [`ErrorKind`] to their own
+//! exception classes or error codes; nothing else about errors is decided there.
+
+use std::fmt;
+
+/// The kind of an [`Error`], stable across languages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// A bad argument (negative or overflowing delay, empty name, oversized value...).
+    /// Raised before anything reaches Redis.
+    InvalidArgument,
+    /// Redis could not be reached, or the connection broke.
+    Connection,
+    /// An operation took longer than its time limit.
+    Timeout,
+    /// A key of the queue holds another Redis type (`WRONGTYPE`). Nothing was written.
+    WrongType,
+    /// The queue handle or the client was closed.
+    Closed,
+    /// Any other error reported by the server (for example `OOM`, `NOPERM`).
+    Server,
+}
+
+impl ErrorKind {
+    /// A short, stable, machine-readable name (`invalid_argument`, `connection`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArgument => "invalid_argument",
+            ErrorKind::Connection => "connection",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::WrongType => "wrong_type",
+            ErrorKind::Closed => "closed",
+            ErrorKind::Server => "server",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error from delayq. The message never contains credentials.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// See [`ErrorKind::InvalidArgument`].
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// See [`ErrorKind::Connection`].
+    #[error("connection error: {0}")]
+    Connection(String),
+    /// See [`ErrorKind::Timeout`].
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// See [`ErrorKind::WrongType`].
+    #[error("wrong type: {0}")]
+    WrongType(String),
+    /// See [`ErrorKind::Closed`].
+    #[error("closed: {0}")]
+    Closed(&'static str),
+    /// See [`ErrorKind::Server`].
+    #[error("server error: {0}")]
+    Server(String),
+}
+
+/// Result with a delayq [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The kind of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::Connection(_) => ErrorKind::Connection,
+            Error::Timeout(_) => ErrorKind::Timeout,
+            Error::WrongType(_) => ErrorKind::WrongType,
+            Error::Closed(_) => ErrorKind::Closed,
+            Error::Server(_) => ErrorKind::Server,
+        }
+    }
+
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
+        Error::InvalidArgument(msg.into())
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        // Messages from redis-rs never carry the URL or the password; server
+        // replies cannot either, since we never send credentials as data.
+        let msg = e.to_string();
+        if e.code() == Some("WRONGTYPE") || msg.contains("WRONGTYPE") {
+            return Error::WrongType(msg);
+        }
+        if e.is_timeout() {
+            return Error::Timeout(msg);
+        }
+        if e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_unrecoverable_error()
+            || matches!(
+                e.kind(),
+                redis::ErrorKind::AuthenticationFailed
+                    | redis::ErrorKind::InvalidClientConfig
+                    | redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading)
+            )
+        {
+            return Error::Connection(msg);
+        }
+        Error::Server(msg)
+    }
+}

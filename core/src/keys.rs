@@ -1,0 +1,71 @@
+//! Key names in Redis. Redisson's names for the delayed queue are part of the wire
+//! contract (SPEC section 2); every key of one queue hashes to one cluster slot.
+
+use crate::error::{Error, Result};
+
+/// The keys of one Redisson-compatible delayed queue named `N`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelayedKeys {
+    /// `N`: the destination list of values whose time has come.
+    pub destination: String,
+    /// `redisson_delay_queue_timeout:{N}`: packed entries scored by due time (ms).
+    pub timeout_set: String,
+    /// `redisson_delay_queue:{N}`: the packed entries in offer order.
+    pub queue_list: String,
+    /// `redisson_delay_queue_channel:{N}`: where a new earliest due time is published.
+    pub channel: String,
+    /// `delayq_corrupt:{N}`: entries that could not be decoded, moved aside.
+    pub corrupt_list: String,
+}
+
+/// Redisson's rule: `prefix:{N}`, unless `N` already has a `{`, then `prefix:N`.
+fn prefixed(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// Checks a queue name: non-empty, at most 64 KiB.
+pub fn validate_queue_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid("queue name must not be empty"));
+    }
+    if name.len() > 65_536 {
+        return Err(Error::invalid("queue name longer than 65536 bytes"));
+    }
+    Ok(())
+}
+
+impl DelayedKeys {
+    /// The keys for the queue named `name` (validated).
+    pub fn new(name: &str) -> Result<Self> {
+        validate_queue_name(name)?;
+        Ok(DelayedKeys {
+            destination: name.to_owned(),
+            timeout_set: prefixed("redisson_delay_queue_timeout", name),
+            queue_list: prefixed("redisson_delay_queue", name),
+            channel: prefixed("redisson_delay_queue_channel", name),
+            corrupt_list: prefixed("delayq_corrupt", name),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_redisson() {
+        let k = DelayedKeys::new("orders").unwrap();
+        assert_eq!(k.destination, "orders");
+        assert_eq!(k.timeout_set, "redisson_delay_queue_timeout:{orders}");
+        assert_eq!(k.queue_list, "redisson_delay_queue:{orders}");
+        assert_eq!(k.channel, "redisson_delay_queue_channel:{orders}");
+        assert_eq!(k.corrupt_list, "delayq_corrupt:{orders}");
+        let k = DelayedKeys::new("{a}b").unwrap();
+        assert_eq!(k.timeout_set, "redisson_delay_queue_timeout:{a}b");
+        assert!(DelayedKeys::new("").is_err());
+    }
+}

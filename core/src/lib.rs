@@ -1,0 +1,35 @@
+//! delayq: a delayed queue on Redis, written once in Rust and shared by Python, Node.js
+//! and the JVM.
+//!
+//! [`DelayedQueue`] is wire-compatible with Redisson's `RDelayedQueue`: the same keys,
+//! the same packed entries, the same pub/sub channel, so a Java service on Redisson and
+//! services using delayq share one queue. Due times come from the Redis server's clock.
+//!
+//! ```no_run
+//! # async fn demo() -> delayq::Result<()> {
+//! use std::time::Duration;
+//! let client = delayq::Client::connect("redis://127.0.0.1:6379").await?;
+//! let queue = client.delayed_queue("orders")?;
+//! queue.offer("hello", Duration::from_secs(2)).await?;
+//! let value = queue.take(Some(Duration::from_secs(5))).await?;
+//! assert_eq!(value.as_deref(), Some(&b"hello"[..]));
+//! # Ok(()) }
+//! ```
+#![warn(missing_docs)]
+
+mod client;
+pub mod codec;
+mod connection;
+pub mod delay;
+mod delayed_queue;
+mod error;
+pub mod keys;
+mod scheduler;
+mod scripts;
+
+pub use client::Client;
+pub use connection::{redact_url, ClientOptions};
+pub use delayed_queue::{DelayedQueue, DelayedStats};
+pub use error::{Error, ErrorKind, Result};
+pub use scheduler::{SchedulerOptions, TransferOutcome};
+pub use scripts::offer_script_source;

@@ -1,0 +1,221 @@
+//! The transfer task: moves due entries of a delayed queue to its destination.
+//!
+//! One task per queue and process, shared by every handle on that queue. It wakes for
+//! three reasons, all visible in one `select!`: a due time published on the queue's
+//! channel, a timer set to the earliest due time, and a periodic reconcile that bounds the
+//! damage of a lost pub/sub message or subscription. Errors are logged and retried with
+//! back-off; the task ends only when its last handle is closed or dropped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::ConnectionLike;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::Connection;
+use crate::error::Result;
+use crate::keys::DelayedKeys;
+use crate::scripts;
+
+/// Options of a queue handle's transfer task.
+#[derive(Debug, Clone)]
+pub struct SchedulerOptions {
+    /// Run the transfer task at all (default `true`). A handle that opts out relies on
+    /// another process (or `delayq transfer`) to move due entries.
+    pub enabled: bool,
+    /// Upper bound on the time between two transfer passes (default 1 s).
+    pub reconcile_interval: Duration,
+    /// Entries moved per script call (default 1000).
+    pub batch_size: usize,
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        SchedulerOptions {
+            enabled: true,
+            reconcile_interval: Duration::from_secs(1),
+            batch_size: 1000,
+        }
+    }
+}
+
+/// What one transfer pass found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferOutcome {
+    /// Entries moved (or set aside as corrupt) in this pass.
+    pub moved: u64,
+    /// The earliest due time still waiting (server ms), if any.
+    pub next_due: Option<i64>,
+    /// The server clock at the end of the pass (ms).
+    pub now: i64,
+}
+
+/// One script call: moves at most `batch` due entries.
+pub(crate) async fn transfer_batch(
+    conn: &mut (impl ConnectionLike + Send),
+    keys: &DelayedKeys,
+    batch: usize,
+) -> Result<TransferOutcome> {
+    let (moved, next_due, now): (u64, i64, i64) = scripts::TRANSFER
+        .key(&keys.destination)
+        .key(&keys.timeout_set)
+        .key(&keys.queue_list)
+        .key(&keys.corrupt_list)
+        .arg(batch)
+        .invoke_async(conn)
+        .await?;
+    Ok(TransferOutcome {
+        moved,
+        next_due: (next_due >= 0).then_some(next_due),
+        now,
+    })
+}
+
+/// Moves every due entry, batch after batch, until none is due.
+pub(crate) async fn transfer_due(
+    conn: &mut (impl ConnectionLike + Send),
+    keys: &DelayedKeys,
+    batch: usize,
+) -> Result<TransferOutcome> {
+    let mut total = 0;
+    loop {
+        let mut outcome = transfer_batch(conn, keys, batch).await?;
+        total += outcome.moved;
+        if outcome.moved < batch as u64 {
+            outcome.moved = total;
+            return Ok(outcome);
+        }
+    }
+}
+
+/// Stops the transfer task when dropped (when the last handle on the queue goes away).
+pub(crate) struct SchedulerGuard {
+    token: CancellationToken,
+}
+
+impl Drop for SchedulerGuard {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
+}
+
+/// Exponential back-off between 50 ms and 2 s.
+struct Backoff(Duration);
+
+impl Backoff {
+    const MIN: Duration = Duration::from_millis(50);
+    const MAX: Duration = Duration::from_secs(2);
+    fn new() -> Self {
+        Backoff(Self::MIN)
+    }
+    fn reset(&mut self) {
+        self.0 = Self::MIN;
+    }
+    fn next(&mut self) -> Duration {
+        let d = self.0;
+        self.0 = (self.0 * 2).min(Self::MAX);
+        d
+    }
+}
+
+pub(crate) fn spawn(
+    runtime: &tokio::runtime::Handle,
+    conn: Connection,
+    keys: DelayedKeys,
+    opts: SchedulerOptions,
+    parent: &CancellationToken,
+) -> Arc<SchedulerGuard> {
+    let token = parent.child_token();
+    let wake = Arc::new(Notify::new());
+    runtime.spawn(subscribe(
+        conn.clone(),
+        keys.channel.clone(),
+        wake.clone(),
+        token.clone(),
+    ));
+    runtime.spawn(run(conn, keys, opts, wake, token.clone()));
+    Arc::new(SchedulerGuard { token })
+}
+
+async fn run(
+    conn: Connection,
+    keys: DelayedKeys,
+    opts: SchedulerOptions,
+    wake: Arc<Notify>,
+    token: CancellationToken,
+) {
+    let mut commands = conn.commands();
+    let mut backoff = Backoff::new();
+    tracing::debug!(queue = %keys.destination, "transfer task started");
+    loop {
+        let pause = match transfer_due(&mut commands, &keys, opts.batch_size).await {
+            Ok(outcome) => {
+                backoff.reset();
+                if outcome.moved > 0 {
+                    tracing::debug!(queue = %keys.destination, moved = outcome.moved, "moved due entries");
+                }
+                match outcome.next_due {
+                    Some(due) => Duration::from_millis((due - outcome.now).max(0) as u64)
+                        .min(opts.reconcile_interval),
+                    None => opts.reconcile_interval,
+                }
+            }
+            Err(e) => {
+                let pause = backoff.next();
+                tracing::warn!(queue = %keys.destination, error = %e, retry_in = ?pause, "transfer failed");
+                pause
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = token.cancelled() => break,
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(pause) => {}
+        }
+    }
+    tracing::debug!(queue = %keys.destination, "transfer task stopped");
+}
+
+/// Keeps a subscription to the queue's channel alive, resubscribing after every
+/// disconnect, and wakes the transfer task on each message (and after each resubscribe,
+/// since messages may have been missed meanwhile).
+async fn subscribe(conn: Connection, channel: String, wake: Arc<Notify>, token: CancellationToken) {
+    let mut backoff = Backoff::new();
+    loop {
+        let attempt = async {
+            let mut pubsub = conn.pubsub().await?;
+            pubsub.subscribe(&channel).await?;
+            Ok::<_, crate::Error>(pubsub)
+        };
+        let pubsub = tokio::select! {
+            _ = token.cancelled() => return,
+            r = attempt => r,
+        };
+        match pubsub {
+            Ok(mut pubsub) => {
+                backoff.reset();
+                wake.notify_one();
+                let mut messages = pubsub.on_message();
+                loop {
+                    tokio::select! {
+                        _ = token.cancelled() => return,
+                        msg = messages.next() => match msg {
+                            Some(_) => wake.notify_one(),
+                            None => break,
+                        },
+                    }
+                }
+                tracing::info!(%channel, "subscription lost; resubscribing");
+            }
+            Err(e) => {
+                tracing::warn!(%channel, error = %e, "subscribe failed; retrying");
+            }
+        }
+        tokio::select! {
+            _ = token.cancelled() => return,
+            _ = tokio::time::sleep(backoff.next()) => {}
+        }
+    }
+}

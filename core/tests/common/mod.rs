@@ -1,0 +1,136 @@
+//! Test helpers: real `redis-server` processes on free loopback ports, stopped on drop.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` started by the test, on a free loopback port.
+pub struct RedisServer {
+    pub port: u16,
+    pub dir: PathBuf,
+    aof: bool,
+    child: Option<Child>,
+}
+
+fn ensure_installed() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if Command::new("redis-server").arg("--version").output().is_err() {
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/ensure-redis.sh");
+            let ok = Command::new("bash").arg(script).status().expect("run ensure-redis.sh");
+            assert!(ok.success(), "could not install redis-server");
+        }
+    });
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl RedisServer {
+    /// A server without persistence.
+    pub fn start() -> Self {
+        Self::start_with(false)
+    }
+
+    /// A server with the append-only file on (fsync always), for restart tests.
+    pub fn start_with(aof: bool) -> Self {
+        ensure_installed();
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("delayq-test-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut server = RedisServer { port, dir, aof, child: None };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(["--dir", self.dir.to_str().unwrap()])
+            .args(["--appendonly", if self.aof { "yes" } else { "no" }])
+            .args(["--appendfsync", "always"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        self.child = Some(cmd.spawn().expect("start redis-server"));
+        self.wait_ready();
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let out = Command::new("redis-cli")
+                .args(["-p", &self.port.to_string(), "ping"])
+                .output();
+            if let Ok(out) = out {
+                if out.stdout.starts_with(b"PONG") {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server on port {} did not start", self.port);
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs redis-cli against this server and returns its stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Kills the server (SIGKILL after an AOF fsync of every write) and starts it again on
+    /// the same port and directory.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits for `cond` to hold, checking every 10 ms, up to `limit`.
+pub async fn eventually<F, Fut>(limit: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every test of delayq: Rust core and CLI, then each binding, then the
+# cross-language interop tests. Installs what it needs (Redis from Debian, maturin from
+# PyPI, napi-rs from npm, Maven artifacts). Tests start their own redis-server processes
+# on free loopback ports.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/ensure-redis.sh
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "Rust: core and CLI"
+cargo test --workspace --exclude delayq-python --exclude delayq-node --exclude delayq-jvm 2>&1
+
+for part in python node jvm interop; do
+  if [ -f "scripts/test-$part.sh" ]; then
+    step "$part"
+    bash "scripts/test-$part.sh"
+  fi
+done
