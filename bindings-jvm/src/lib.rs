@@ -1,0 +1,1 @@
+//! jvm binding (to be written).

@@ -1,0 +1,1 @@
+//! node binding (to be written).

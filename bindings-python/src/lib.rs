@@ -1,0 +1,1 @@
+//! python binding (to be written).
