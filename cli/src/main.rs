@@ -1,1 +1,225 @@
-fn main(){}
+//! `delayq`: the command line over the delayq core. Thin: argument parsing, I/O and
+//! exit codes here; everything about queues lives in the `delayq` crate.
+
+mod bench;
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "delayq",
+    version,
+    about = "A delayed queue on Redis, compatible with Redisson's RDelayedQueue"
+)]
+struct Cli {
+    /// Redis URL (redis://[user:pass@]host:port/db, rediss://, redis+unix:///path).
+    #[arg(
+        long,
+        global = true,
+        env = "REDIS_URL",
+        default_value = "redis://127.0.0.1:6379",
+        hide_env_values = true
+    )]
+    url: String,
+    /// Exchange values as base64 instead of raw UTF-8 (offer reads it, take prints it).
+    #[arg(long, global = true)]
+    base64: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Offer a value; prints its due time in Unix ms as the server computed it.
+    Offer {
+        queue: String,
+        /// Delay in milliseconds.
+        delay_ms: u64,
+        /// The value; read from stdin when absent (one trailing newline is dropped).
+        value: Option<String>,
+    },
+    /// Take values as they come due, one per line; runs the transfer task meanwhile.
+    Take {
+        queue: String,
+        /// Give up after this many milliseconds in all (default: wait forever).
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        /// Exit after this many values.
+        #[arg(long, default_value_t = 1)]
+        count: u64,
+    },
+    /// Print the counts of a queue.
+    Stats { queue: String },
+    /// Run the transfer task for these queues in the foreground until interrupted.
+    Transfer {
+        #[arg(required = true)]
+        queues: Vec<String>,
+        /// Longest pause between two transfer passes, in ms.
+        #[arg(long, default_value_t = 1000)]
+        reconcile_ms: u64,
+    },
+    /// Benchmarks (SPEC section 9); see `delayq bench --help`.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let default_filter = match cli.command {
+        Command::Transfer { .. } => "delayq=debug",
+        _ => "delayq=warn",
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default_filter.into()),
+        )
+        .init();
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("delayq: {e}");
+            match e.kind() {
+                delayq::ErrorKind::InvalidArgument => ExitCode::from(2),
+                _ => ExitCode::from(1),
+            }
+        }
+    }
+}
+
+async fn run(cli: Cli) -> delayq::Result<()> {
+    match cli.command {
+        Command::Offer {
+            queue,
+            delay_ms,
+            value,
+        } => {
+            let value = match value {
+                Some(v) => v.into_bytes(),
+                None => read_stdin()?,
+            };
+            let value = decode_input(value, cli.base64)?;
+            let delay = delayq::delay::delay_from_millis(
+                i64::try_from(delay_ms)
+                    .map_err(|_| delayq::Error::InvalidArgument("delay overflows".into()))?,
+            )?;
+            let client = delayq::Client::connect(&cli.url).await?;
+            let queue = client.delayed_queue_with(&queue, no_scheduler())?;
+            let due = queue.offer(value, delay).await?;
+            println!("{due}");
+            client.close();
+            Ok(())
+        }
+        Command::Take {
+            queue,
+            timeout_ms,
+            count,
+        } => {
+            let client = delayq::Client::connect(&cli.url).await?;
+            let queue = client.delayed_queue(&queue)?;
+            let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+            let mut out = std::io::stdout();
+            for _ in 0..count {
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                if left == Some(Duration::ZERO) {
+                    break;
+                }
+                match queue.take(left).await? {
+                    Some(value) => {
+                        let mut line = encode_output(&value, cli.base64);
+                        line.push(b'\n');
+                        out.write_all(&line)
+                            .and_then(|_| out.flush())
+                            .map_err(io_error)?;
+                    }
+                    None => break,
+                }
+            }
+            client.close();
+            Ok(())
+        }
+        Command::Stats { queue } => {
+            let client = delayq::Client::connect(&cli.url).await?;
+            let queue = client.delayed_queue_with(&queue, no_scheduler())?;
+            let stats = queue.stats().await?;
+            println!("delayed {}", stats.delayed);
+            println!("ready {}", stats.ready);
+            println!("corrupt {}", stats.corrupt);
+            client.close();
+            Ok(())
+        }
+        Command::Transfer {
+            queues,
+            reconcile_ms,
+        } => {
+            let client = delayq::Client::connect(&cli.url).await?;
+            let opts = delayq::SchedulerOptions {
+                reconcile_interval: Duration::from_millis(reconcile_ms),
+                ..Default::default()
+            };
+            let handles = queues
+                .iter()
+                .map(|q| client.delayed_queue_with(q, opts.clone()))
+                .collect::<delayq::Result<Vec<_>>>()?;
+            eprintln!(
+                "delayq: moving due entries of {} on {} (Ctrl-C to stop)",
+                queues.join(", "),
+                delayq::redact_url(&cli.url)
+            );
+            let _ = tokio::signal::ctrl_c().await;
+            drop(handles);
+            client.close();
+            Ok(())
+        }
+        Command::Bench(args) => bench::run(&cli.url, args).await,
+    }
+}
+
+fn no_scheduler() -> delayq::SchedulerOptions {
+    delayq::SchedulerOptions {
+        enabled: false,
+        ..Default::default()
+    }
+}
+
+fn read_stdin() -> delayq::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    std::io::stdin().read_to_end(&mut buf).map_err(io_error)?;
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+    }
+    Ok(buf)
+}
+
+fn decode_input(value: Vec<u8>, base64: bool) -> delayq::Result<Vec<u8>> {
+    if !base64 {
+        return Ok(value);
+    }
+    let text = String::from_utf8_lossy(&value);
+    base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .map_err(|e| delayq::Error::InvalidArgument(format!("value is not base64: {e}")))
+}
+
+fn encode_output(value: &[u8], base64: bool) -> Vec<u8> {
+    if base64 {
+        base64::engine::general_purpose::STANDARD
+            .encode(value)
+            .into_bytes()
+    } else {
+        value.to_vec()
+    }
+}
+
+fn io_error(e: std::io::Error) -> delayq::Error {
+    delayq::Error::Connection(format!("I/O error: {e}"))
+}

@@ -11,7 +11,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::aio::{
+    ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
+};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, Value};
@@ -235,7 +237,7 @@ impl Connection {
 
     /// A pub/sub connection (a new one each call).
     pub(crate) async fn pubsub(&self) -> Result<redis::aio::PubSub> {
-        Ok(with_timeout(self.opts.connect_timeout, self.node.get_async_pubsub()).await?)
+        with_timeout(self.opts.connect_timeout, self.node.get_async_pubsub()).await
     }
 
     /// A connection for one blocking command: from the pool, or new.
@@ -287,7 +289,9 @@ async fn with_timeout<T>(
 ) -> Result<T> {
     match tokio::time::timeout(limit, fut).await {
         Ok(r) => Ok(r?),
-        Err(_) => Err(Error::Timeout(format!("no connection to Redis within {limit:?}"))),
+        Err(_) => Err(Error::Timeout(format!(
+            "no connection to Redis within {limit:?}"
+        ))),
     }
 }
 

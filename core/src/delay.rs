@@ -27,7 +27,9 @@ pub fn delay_to_millis(delay: Duration) -> Result<u64> {
 /// A delay from signed milliseconds, as JavaScript and the JVM hand them over.
 pub fn delay_from_millis(ms: i64) -> Result<Duration> {
     if ms < 0 {
-        return Err(Error::invalid(format!("delay must not be negative, got {ms} ms")));
+        return Err(Error::invalid(format!(
+            "delay must not be negative, got {ms} ms"
+        )));
     }
     let d = Duration::from_millis(ms as u64);
     delay_to_millis(d)?;
@@ -37,16 +39,24 @@ pub fn delay_from_millis(ms: i64) -> Result<Duration> {
 /// A delay from milliseconds as a float (JavaScript numbers): finite, non-negative, whole.
 pub fn delay_from_millis_f64(ms: f64) -> Result<Duration> {
     if !ms.is_finite() {
-        return Err(Error::invalid(format!("delay must be a finite number, got {ms}")));
+        return Err(Error::invalid(format!(
+            "delay must be a finite number, got {ms}"
+        )));
     }
     if ms.fract() != 0.0 {
-        return Err(Error::invalid(format!("delay must be whole milliseconds, got {ms}")));
+        return Err(Error::invalid(format!(
+            "delay must be whole milliseconds, got {ms}"
+        )));
     }
     if ms < 0.0 {
-        return Err(Error::invalid(format!("delay must not be negative, got {ms} ms")));
+        return Err(Error::invalid(format!(
+            "delay must not be negative, got {ms} ms"
+        )));
     }
     if ms > MAX_DELAY_MS as f64 {
-        return Err(Error::invalid(format!("delay of {ms} ms overflows: at most {MAX_DELAY_MS} ms")));
+        return Err(Error::invalid(format!(
+            "delay of {ms} ms overflows: at most {MAX_DELAY_MS} ms"
+        )));
     }
     Ok(Duration::from_millis(ms as u64))
 }
@@ -54,10 +64,14 @@ pub fn delay_from_millis_f64(ms: f64) -> Result<Duration> {
 /// A delay from seconds as a float (Python): finite and non-negative.
 pub fn delay_from_secs_f64(secs: f64) -> Result<Duration> {
     if !secs.is_finite() {
-        return Err(Error::invalid(format!("delay must be a finite number of seconds, got {secs}")));
+        return Err(Error::invalid(format!(
+            "delay must be a finite number of seconds, got {secs}"
+        )));
     }
     if secs < 0.0 {
-        return Err(Error::invalid(format!("delay must not be negative, got {secs} s")));
+        return Err(Error::invalid(format!(
+            "delay must not be negative, got {secs} s"
+        )));
     }
     let d = Duration::try_from_secs_f64(secs)
         .map_err(|_| Error::invalid(format!("delay of {secs} s overflows")))?;
@@ -68,18 +82,25 @@ pub fn delay_from_secs_f64(secs: f64) -> Result<Duration> {
 /// A timeout from seconds as a float: like a delay, finite and non-negative.
 pub fn timeout_from_secs_f64(secs: f64) -> Result<Duration> {
     if secs.is_nan() || secs < 0.0 {
-        return Err(Error::invalid(format!("timeout must be a non-negative number of seconds, got {secs}")));
+        return Err(Error::invalid(format!(
+            "timeout must be a non-negative number of seconds, got {secs}"
+        )));
     }
     if secs.is_infinite() {
-        return Err(Error::invalid("timeout must be finite; pass None to wait forever"));
+        return Err(Error::invalid(
+            "timeout must be finite; pass None to wait forever",
+        ));
     }
-    Duration::try_from_secs_f64(secs).map_err(|_| Error::invalid(format!("timeout of {secs} s overflows")))
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| Error::invalid(format!("timeout of {secs} s overflows")))
 }
 
 /// A timeout from signed milliseconds.
 pub fn timeout_from_millis(ms: i64) -> Result<Duration> {
     if ms < 0 {
-        return Err(Error::invalid(format!("timeout must not be negative, got {ms} ms")));
+        return Err(Error::invalid(format!(
+            "timeout must not be negative, got {ms} ms"
+        )));
     }
     Ok(Duration::from_millis(ms as u64))
 }
@@ -109,7 +130,10 @@ mod tests {
         assert!(delay_from_millis_f64(-0.0).is_ok());
         assert!(delay_from_secs_f64(f64::INFINITY).is_err());
         assert!(delay_from_secs_f64(-0.5).is_err());
-        assert_eq!(delay_from_secs_f64(1.5).unwrap(), Duration::from_millis(1500));
+        assert_eq!(
+            delay_from_secs_f64(1.5).unwrap(),
+            Duration::from_millis(1500)
+        );
         assert!(delay_from_secs_f64(1e300).is_err());
     }
 }

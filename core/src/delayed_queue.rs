@@ -281,8 +281,12 @@ impl DelayedQueue {
     /// task. Returns what the pass found.
     pub async fn transfer_now(&self) -> Result<TransferOutcome> {
         self.check_open()?;
-        scheduler::transfer_due(&mut self.commands(), &self.inner.keys, self.inner.opts.batch_size)
-            .await
+        scheduler::transfer_due(
+            &mut self.commands(),
+            &self.inner.keys,
+            self.inner.opts.batch_size,
+        )
+        .await
     }
 
     /// Closes this handle: stops its share of the transfer task and fails later calls

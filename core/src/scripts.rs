@@ -25,5 +25,9 @@ script!(CLEAR, "clear.lua");
 
 /// The source of the offer script, for benchmarks that run it through `redis-benchmark`.
 pub fn offer_script_source() -> String {
-    concat!(include_str!("scripts/lib.lua"), include_str!("scripts/offer.lua")).to_owned()
+    concat!(
+        include_str!("scripts/lib.lua"),
+        include_str!("scripts/offer.lua")
+    )
+    .to_owned()
 }

@@ -15,7 +15,8 @@ struct Vector {
 
 fn vectors() -> Vec<Vector> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/vectors/packing.json");
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     json["vectors"]
         .as_array()
         .unwrap()
@@ -75,7 +76,10 @@ async fn offered_entries_are_stored_as_packed_by_redis() {
     let mut conn = raw.get_multiplexed_async_connection().await.unwrap();
     for v in vectors() {
         queue.clear().await.unwrap();
-        queue.offer(&v.value, Duration::from_secs(3600)).await.unwrap();
+        queue
+            .offer(&v.value, Duration::from_secs(3600))
+            .await
+            .unwrap();
         let stored: Vec<Vec<u8>> = redis::cmd("LRANGE")
             .arg("redisson_delay_queue:{vectors}")
             .arg(0)

@@ -17,16 +17,27 @@ pub struct RedisServer {
 fn ensure_installed() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        if Command::new("redis-server").arg("--version").output().is_err() {
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
             let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/ensure-redis.sh");
-            let ok = Command::new("bash").arg(script).status().expect("run ensure-redis.sh");
+            let ok = Command::new("bash")
+                .arg(script)
+                .status()
+                .expect("run ensure-redis.sh");
             assert!(ok.success(), "could not install redis-server");
         }
     });
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl RedisServer {
@@ -41,19 +52,31 @@ impl RedisServer {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("delayq-test-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut server = RedisServer { port, dir, aof, child: None };
+        let mut server = RedisServer {
+            port,
+            dir,
+            aof,
+            child: None,
+        };
         server.spawn();
         server
     }
 
     fn spawn(&mut self) {
         let mut cmd = Command::new("redis-server");
-        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""])
-            .args(["--dir", self.dir.to_str().unwrap()])
-            .args(["--appendonly", if self.aof { "yes" } else { "no" }])
-            .args(["--appendfsync", "always"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        cmd.args([
+            "--port",
+            &self.port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .args(["--dir", self.dir.to_str().unwrap()])
+        .args(["--appendonly", if self.aof { "yes" } else { "no" }])
+        .args(["--appendfsync", "always"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
         self.child = Some(cmd.spawn().expect("start redis-server"));
         self.wait_ready();
     }

@@ -1,0 +1,462 @@
+//! `delayq bench`: the benchmarks of SPEC section 9. Each prints its figure beside a limit
+//! measured in the same run on the same server.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clap::{Args, ValueEnum};
+use delayq::{Client, Error, Result, SchedulerOptions};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Which benchmark to run.
+    #[arg(value_enum, default_value = "all")]
+    which: Which,
+    /// Offers for the throughput benchmark.
+    #[arg(long, default_value_t = 200_000)]
+    ops: u64,
+    /// Offers in flight at once (and redis-benchmark's -c).
+    #[arg(long, default_value_t = 50)]
+    concurrency: u64,
+    /// Offers per second in the lateness benchmark.
+    #[arg(long, default_value_t = 5000)]
+    rate: u64,
+    /// Seconds of steady offering in the lateness benchmark.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Due entries in the drain benchmark.
+    #[arg(long, default_value_t = 1_000_000)]
+    entries: u64,
+    /// Waiting entries in the memory benchmark.
+    #[arg(long, default_value_t = 100_000)]
+    memory_entries: u64,
+    /// Payload size in bytes (offer and memory benchmarks).
+    #[arg(long, default_value_t = 44)]
+    value_size: usize,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Which {
+    All,
+    Offer,
+    Lateness,
+    Drain,
+    Memory,
+}
+
+pub async fn run(url: &str, args: BenchArgs) -> Result<()> {
+    let client = Client::connect(url).await?;
+    let w = args.which;
+    if w == Which::All || w == Which::Offer {
+        offer(&client, url, &args).await?;
+    }
+    if w == Which::All || w == Which::Lateness {
+        lateness(&client, &args).await?;
+    }
+    if w == Which::All || w == Which::Drain {
+        drain(&client, url, &args).await?;
+    }
+    if w == Which::All || w == Which::Memory {
+        memory(&client, url, &args).await?;
+    }
+    client.close();
+    Ok(())
+}
+
+fn payload(size: usize) -> Vec<u8> {
+    (0..size).map(|i| b'a' + (i % 26) as u8).collect()
+}
+
+fn fresh_name(kind: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("bench-{kind}-{nanos}")
+}
+
+async fn raw(url: &str) -> Result<redis::aio::MultiplexedConnection> {
+    let client = redis::Client::open(url)?;
+    Ok(client.get_multiplexed_async_connection().await?)
+}
+
+async fn delete_queue(
+    conn: &mut redis::aio::MultiplexedConnection,
+    keys: &delayq::keys::DelayedKeys,
+) -> Result<()> {
+    let _: i64 = redis::cmd("DEL")
+        .arg(&keys.destination)
+        .arg(&keys.timeout_set)
+        .arg(&keys.queue_list)
+        .arg(&keys.corrupt_list)
+        .query_async(conn)
+        .await?;
+    Ok(())
+}
+
+/// Offer throughput beside redis-benchmark running the same script with EVALSHA.
+async fn offer(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
+    println!(
+        "== offer throughput ({} offers, {} in flight, {}-byte values)",
+        args.ops, args.concurrency, args.value_size
+    );
+    let name = fresh_name("offer");
+    let queue = client.delayed_queue_with(
+        &name,
+        SchedulerOptions {
+            enabled: false,
+            ..Default::default()
+        },
+    )?;
+    let value = Arc::new(payload(args.value_size));
+    let start = Instant::now();
+    let per_task = args.ops / args.concurrency;
+    let mut tasks = Vec::new();
+    for _ in 0..args.concurrency {
+        let (queue, value) = (queue.clone(), value.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..per_task {
+                queue.offer(&*value, Duration::from_secs(3600)).await?;
+            }
+            Ok::<_, Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| Error::Server(e.to_string()))??;
+    }
+    let ours = (per_task * args.concurrency) as f64 / start.elapsed().as_secs_f64();
+    let mut conn = raw(url).await?;
+    delete_queue(&mut conn, queue.keys()).await?;
+
+    // The same script through redis-benchmark, same concurrency, no pipelining beyond it.
+    let sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(delayq::offer_script_source())
+        .query_async(&mut conn)
+        .await?;
+    let info = redis::Client::open(url)?.get_connection_info().clone();
+    let (host, port) = match info.addr() {
+        redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
+        _ => {
+            println!("redis-benchmark comparison needs a TCP URL; skipped");
+            println!("delayq offer: {ours:.0} offers/s");
+            return Ok(());
+        }
+    };
+    let bname = fresh_name("offer-rb");
+    let keys = delayq::keys::DelayedKeys::new(&bname)?;
+    let value_text = String::from_utf8(payload(args.value_size)).unwrap();
+    let out = tokio::process::Command::new("redis-benchmark")
+        .args(["-h", &host, "-p", &port.to_string()])
+        .args([
+            "-c",
+            &args.concurrency.to_string(),
+            "-n",
+            &args.ops.to_string(),
+            "-r",
+            "100000000",
+            "-q",
+        ])
+        .args([
+            "EVALSHA",
+            &sha,
+            "4",
+            &keys.timeout_set,
+            &keys.queue_list,
+            &keys.channel,
+            &keys.destination,
+        ])
+        .args(["3600000", "id__rand_int__", &value_text])
+        .output()
+        .await
+        .map_err(|e| Error::Server(format!("could not run redis-benchmark: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let theirs = parse_rps(&text);
+    delete_queue(&mut conn, &keys).await?;
+    println!("delayq offer:                 {ours:>10.0} offers/s");
+    match theirs {
+        Some(t) => {
+            println!("redis-benchmark same script:  {t:>10.0} offers/s");
+            println!(
+                "ratio delayq / redis-benchmark: {:.2} (target >= 0.80)",
+                ours / t
+            );
+        }
+        None => println!("redis-benchmark gave no figure: {}", text.trim()),
+    }
+    Ok(())
+}
+
+fn parse_rps(text: &str) -> Option<f64> {
+    // "EVALSHA ...: 81234.57 requests per second, p50=..." (the last \r-separated part).
+    let last = text
+        .rsplit(['\r', '\n'])
+        .find(|s| s.contains("requests per second"))?;
+    let before = last.split("requests per second").next()?;
+    before.rsplit(':').next()?.trim().parse().ok()
+}
+
+/// Milliseconds to add to the local clock to read the server's, estimated from TIME.
+async fn server_offset_ms(client: &Client) -> Result<f64> {
+    let mut best = (f64::MAX, 0.0);
+    for _ in 0..20 {
+        let before = unix_ms_f64();
+        let server = client.server_time_ms().await? as f64 + 0.5;
+        let after = unix_ms_f64();
+        let rtt = after - before;
+        if rtt < best.0 {
+            best = (rtt, server - (before + after) / 2.0);
+        }
+    }
+    Ok(best.1)
+}
+
+fn unix_ms_f64() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        * 1000.0
+}
+
+/// Lateness: due time to a consumer holding the value, at a steady offer rate.
+async fn lateness(client: &Client, args: &BenchArgs) -> Result<()> {
+    let total = args.rate * args.seconds;
+    println!(
+        "== lateness ({} offers/s for {} s, 100 ms delay, one consumer)",
+        args.rate, args.seconds
+    );
+    let name = fresh_name("lateness");
+    let producer = client.delayed_queue_with(
+        &name,
+        SchedulerOptions {
+            enabled: false,
+            ..Default::default()
+        },
+    )?;
+    let consumer = client.delayed_queue(&name)?;
+    let offset = server_offset_ms(client).await?;
+    // The consumer notes when each sequence number arrived (server clock); the producer
+    // notes each due time as the server computed it. Lateness is the difference.
+    let consume = tokio::spawn(async move {
+        let mut arrived = vec![f64::NAN; total as usize];
+        let mut got = 0;
+        while got < total {
+            match consumer.take(Some(Duration::from_secs(5))).await? {
+                Some(v) => {
+                    let now = unix_ms_f64() + offset;
+                    let seq: usize = String::from_utf8_lossy(&v).parse().unwrap_or(usize::MAX);
+                    if let Some(slot) = arrived.get_mut(seq) {
+                        *slot = now;
+                    }
+                    got += 1;
+                }
+                None => break,
+            }
+        }
+        Ok::<_, Error>(arrived)
+    });
+    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / args.rate as f64));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut offers = tokio::task::JoinSet::new();
+    for seq in 0..total {
+        ticker.tick().await;
+        let producer = producer.clone();
+        offers.spawn(async move {
+            let due = producer
+                .offer(seq.to_string(), Duration::from_millis(100))
+                .await?;
+            Ok::<_, Error>((seq as usize, due))
+        });
+    }
+    let mut due = vec![0i64; total as usize];
+    while let Some(r) = offers.join_next().await {
+        let (seq, at) = r.map_err(|e| Error::Server(e.to_string()))??;
+        due[seq] = at;
+    }
+    let arrived = consume.await.map_err(|e| Error::Server(e.to_string()))??;
+    let mut late: Vec<f64> = arrived
+        .iter()
+        .zip(&due)
+        .filter(|(a, _)| !a.is_nan())
+        .map(|(a, d)| a - *d as f64)
+        .collect();
+    let lost = total as usize - late.len();
+    late.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let pct = |p: f64| late[((late.len() as f64 * p) as usize).min(late.len() - 1)];
+    if late.is_empty() {
+        println!("no value arrived");
+        return Ok(());
+    }
+    // Due times are whole ms and a value is due once the server clock reaches that ms, so
+    // up to 1 ms of lateness is the resolution of the due time itself.
+    println!("lateness p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (target p99 < 5 ms); {} of {} arrived, earliest {:.2} ms",
+        pct(0.50), pct(0.99), late[late.len() - 1], late.len(), total, late[0]);
+    println!(
+        "limit: a due time has 1 ms resolution; the clock offset estimate is within {:.2} ms",
+        0.5
+    );
+    if lost > 0 {
+        println!("WARNING: {lost} values did not arrive within 5 s");
+    }
+    producer.close();
+    Ok(())
+}
+
+/// Drain: a backlog of due entries moved to the destination, beside a bare script that
+/// moves the same number of members from a sorted set to a list (no unpacking, no
+/// Redisson list bookkeeping): the floor for this data layout.
+async fn drain(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
+    println!(
+        "== drain ({} due entries, {}-byte values)",
+        args.entries, args.value_size
+    );
+    let name = fresh_name("drain");
+    let queue = client.delayed_queue_with(
+        &name,
+        SchedulerOptions {
+            enabled: false,
+            ..Default::default()
+        },
+    )?;
+    let value = payload(args.value_size);
+    let start = Instant::now();
+    let batches = args.entries.div_ceil(1000);
+    let mut fill = tokio::task::JoinSet::new();
+    for b in 0..batches {
+        let n = (args.entries - b * 1000).min(1000);
+        let (queue, value) = (queue.clone(), value.clone());
+        fill.spawn(async move {
+            queue
+                .offer_all((0..n).map(|_| (value.as_slice(), Duration::ZERO)))
+                .await
+        });
+        if fill.len() >= 8 {
+            fill.join_next()
+                .await
+                .unwrap()
+                .map_err(|e| Error::Server(e.to_string()))??;
+        }
+    }
+    while let Some(r) = fill.join_next().await {
+        r.map_err(|e| Error::Server(e.to_string()))??;
+    }
+    eprintln!("filled in {:.1} s; draining", start.elapsed().as_secs_f64());
+    let start = Instant::now();
+    let outcome = queue.transfer_now().await?;
+    let ours = outcome.moved as f64 / start.elapsed().as_secs_f64();
+
+    let mut conn = raw(url).await?;
+    let floor_key = format!("{name}-floor");
+    let _: () = redis::Script::new(
+        "for i = 1, tonumber(ARGV[1]), 1000 do local t = {} for j = i, math.min(i + 999, tonumber(ARGV[1])) do t[#t+1] = 0 t[#t+1] = string.format('%08d', j) .. ARGV[2] end redis.call('ZADD', KEYS[1], unpack(t)) end",
+    )
+    .key(&floor_key)
+    .arg(args.entries)
+    .arg(&value)
+    .invoke_async(&mut conn)
+    .await?;
+    let floor = redis::Script::new(
+        "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '+inf', 'LIMIT', 0, 1000) if #due > 0 then redis.call('RPUSH', KEYS[2], unpack(due)) redis.call('ZREM', KEYS[1], unpack(due)) end return #due",
+    );
+    let start = Instant::now();
+    let mut moved = 0u64;
+    loop {
+        let n: u64 = floor
+            .key(&floor_key)
+            .key(format!("{floor_key}-dest"))
+            .invoke_async(&mut conn)
+            .await?;
+        moved += n;
+        if n == 0 {
+            break;
+        }
+    }
+    let theirs = moved as f64 / start.elapsed().as_secs_f64();
+    let _: i64 = redis::cmd("DEL")
+        .arg(&name)
+        .arg(&floor_key)
+        .arg(format!("{floor_key}-dest"))
+        .query_async(&mut conn)
+        .await?;
+    println!(
+        "delayq drain:          {ours:>10.0} entries/s ({} moved; target >= 200000)",
+        outcome.moved
+    );
+    println!("bare zset->list floor: {theirs:>10.0} entries/s");
+    println!("ratio delayq / floor: {:.2}", ours / theirs);
+    Ok(())
+}
+
+/// Memory in Redis per waiting entry, beside one sorted set holding only 16-byte ids.
+async fn memory(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
+    let n = args.memory_entries;
+    println!(
+        "== memory ({n} waiting entries, {}-byte values)",
+        args.value_size
+    );
+    let mut conn = raw(url).await?;
+    let name = fresh_name("memory");
+    let queue = client.delayed_queue_with(
+        &name,
+        SchedulerOptions {
+            enabled: false,
+            ..Default::default()
+        },
+    )?;
+    let value = payload(args.value_size);
+    let before = used_memory(&mut conn).await?;
+    for chunk_start in (0..n).step_by(1000) {
+        let m = (n - chunk_start).min(1000);
+        queue
+            .offer_all((0..m).map(|_| (value.as_slice(), Duration::from_secs(3600))))
+            .await?;
+    }
+    let after = used_memory(&mut conn).await?;
+    let mut usage = 0u64;
+    for key in [&queue.keys().timeout_set, &queue.keys().queue_list] {
+        let u: Option<u64> = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(key)
+            .arg("SAMPLES")
+            .arg(0)
+            .query_async(&mut conn)
+            .await?;
+        usage += u.unwrap_or(0);
+    }
+    let floor_key = format!("{name}-ids");
+    let _: () = redis::Script::new(
+        "for i = 1, tonumber(ARGV[1]), 1000 do local t = {} for j = i, math.min(i + 999, tonumber(ARGV[1])) do t[#t+1] = j t[#t+1] = string.format('%016d', j) end redis.call('ZADD', KEYS[1], unpack(t)) end",
+    )
+    .key(&floor_key)
+    .arg(n)
+    .invoke_async(&mut conn)
+    .await?;
+    let ids: Option<u64> = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(&floor_key)
+        .arg("SAMPLES")
+        .arg(0)
+        .query_async(&mut conn)
+        .await?;
+    let _: i64 = redis::cmd("DEL")
+        .arg(&queue.keys().timeout_set)
+        .arg(&queue.keys().queue_list)
+        .arg(&floor_key)
+        .query_async(&mut conn)
+        .await?;
+    println!("delayed queue (Redisson layout): {:>6.0} B/entry by MEMORY USAGE, {:>6.0} B/entry by INFO used_memory",
+        usage as f64 / n as f64, after.saturating_sub(before) as f64 / n as f64);
+    println!("one sorted set of 16-byte ids:   {:>6.0} B/entry by MEMORY USAGE (the floor of any one-member-per-message zset layout)",
+        ids.unwrap_or(0) as f64 / n as f64);
+    Ok(())
+}
+
+async fn used_memory(conn: &mut redis::aio::MultiplexedConnection) -> Result<u64> {
+    let info: String = redis::cmd("INFO").arg("memory").query_async(conn).await?;
+    Ok(info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0))
+}
