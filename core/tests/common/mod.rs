@@ -11,6 +11,7 @@ pub struct RedisServer {
     pub port: u16,
     pub dir: PathBuf,
     aof: bool,
+    extra: Vec<String>,
     child: Option<Child>,
 }
 
@@ -46,6 +47,24 @@ impl RedisServer {
         Self::start_with(false)
     }
 
+    /// A server that also listens on a unix socket at `dir/redis.sock`.
+    pub fn start_with_unix_socket() -> Self {
+        ensure_installed();
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("delayq-test-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("redis.sock").to_str().unwrap().to_owned();
+        let mut server = RedisServer {
+            port,
+            dir,
+            aof: false,
+            extra: vec!["--unixsocket".into(), sock],
+            child: None,
+        };
+        server.spawn();
+        server
+    }
+
     /// A server with the append-only file on (fsync always), for restart tests.
     pub fn start_with(aof: bool) -> Self {
         ensure_installed();
@@ -56,6 +75,7 @@ impl RedisServer {
             port,
             dir,
             aof,
+            extra: Vec::new(),
             child: None,
         };
         server.spawn();
@@ -75,6 +95,7 @@ impl RedisServer {
         .args(["--dir", self.dir.to_str().unwrap()])
         .args(["--appendonly", if self.aof { "yes" } else { "no" }])
         .args(["--appendfsync", "always"])
+        .args(&self.extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
         self.child = Some(cmd.spawn().expect("start redis-server"));

@@ -1,0 +1,285 @@
+//! The DelayedQueue API against a real redis-server: every call, every error.
+
+mod common;
+
+use std::time::Duration;
+
+use common::RedisServer;
+use delayq::{Client, ErrorKind, SchedulerOptions};
+
+const LONG: Duration = Duration::from_secs(3600);
+
+async fn client(server: &RedisServer) -> Client {
+    Client::connect(&server.url()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn offer_returns_server_due_time_and_take_waits_for_it() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let q = c.delayed_queue("due").unwrap();
+    let before = c.server_time_ms().await.unwrap();
+    let due = q.offer("hello", Duration::from_millis(300)).await.unwrap();
+    assert!(
+        due >= before + 300 && due <= before + 300 + 1000,
+        "due {due} vs now {before}"
+    );
+    assert_eq!(
+        q.poll().await.unwrap(),
+        None,
+        "nothing is ready before its time"
+    );
+    let got = q.take(Some(Duration::from_secs(5))).await.unwrap();
+    let at = c.server_time_ms().await.unwrap();
+    assert_eq!(got.as_deref(), Some(&b"hello"[..]));
+    assert!(at >= due, "delivered at {at}, before its due time {due}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn size_contains_remove_read_all_clear_agree() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let q = c.delayed_queue("calls").unwrap();
+    let due = q
+        .offer_all([("a", LONG), ("b", LONG), ("c", LONG), ("b", LONG)])
+        .await
+        .unwrap();
+    assert_eq!(due.len(), 4);
+    assert_eq!(q.size().await.unwrap(), 4);
+    assert!(q.contains("b").await.unwrap());
+    assert!(!q.contains("z").await.unwrap());
+    assert!(q.remove("b").await.unwrap());
+    assert!(!q.remove("z").await.unwrap());
+    assert_eq!(q.size().await.unwrap(), 3);
+    assert_eq!(
+        q.read_all().await.unwrap(),
+        vec![b"a".to_vec(), b"c".to_vec(), b"b".to_vec()]
+    );
+    assert_eq!(
+        server.cli(&["ZCARD", "redisson_delay_queue_timeout:{calls}"]),
+        "3"
+    );
+    q.clear().await.unwrap();
+    assert_eq!(q.size().await.unwrap(), 0);
+    assert_eq!(
+        server.cli(&["EXISTS", "redisson_delay_queue_timeout:{calls}"]),
+        "0"
+    );
+    assert!(q
+        .offer_all(Vec::<(Vec<u8>, Duration)>::new())
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn take_times_out_with_none_and_poll_returns_ready_values() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let q = c.delayed_queue("poll").unwrap();
+    assert_eq!(
+        q.take(Some(Duration::from_millis(100))).await.unwrap(),
+        None
+    );
+    assert_eq!(q.take(Some(Duration::ZERO)).await.unwrap(), None);
+    q.offer(b"\x00bin\xff", Duration::ZERO).await.unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(3), || async {
+            q.stats().await.unwrap().ready == 1
+        })
+        .await
+    );
+    assert_eq!(
+        q.poll().await.unwrap().as_deref(),
+        Some(&b"\x00bin\xff"[..])
+    );
+    assert_eq!(q.poll().await.unwrap(), None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_take_loses_nothing() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let q = c.delayed_queue("cancel").unwrap();
+    for _ in 0..20 {
+        // A take abandoned mid-wait, then a value arriving: the value must stay takeable.
+        let _ = tokio::time::timeout(Duration::from_millis(20), q.take(None)).await;
+    }
+    q.offer("kept", Duration::ZERO).await.unwrap();
+    let got = q.take(Some(Duration::from_secs(5))).await.unwrap();
+    assert_eq!(got.as_deref(), Some(&b"kept"[..]));
+    // Values handed to abandoned takes came back to the queue: nothing else is there.
+    assert_eq!(q.poll().await.unwrap(), None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_arguments_are_refused_before_reaching_redis() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let q = c.delayed_queue("bad").unwrap();
+    assert_eq!(
+        delayq::delay::delay_from_millis(-1).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        delayq::delay::delay_from_secs_f64(f64::NAN)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidArgument
+    );
+    let err = q.offer("x", Duration::MAX).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    // One bad entry in a batch: nothing of the batch is written.
+    let err = q
+        .offer_all([("ok", LONG), ("overflow", Duration::MAX)])
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert_eq!(
+        c.delayed_queue("").unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    let big = vec![0u8; delayq::delay::MAX_VALUE_LEN + 1];
+    assert_eq!(
+        q.offer(&big, LONG).await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    drop(big);
+    assert_eq!(server.cli(&["DBSIZE"]), "0", "nothing reached Redis");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wrong_type_is_its_own_error_and_writes_nothing() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    server.cli(&["SET", "taken", "a string"]);
+    let q = c
+        .delayed_queue_with(
+            "taken",
+            SchedulerOptions {
+                enabled: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let err = q.offer("x", Duration::ZERO).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+    assert_eq!(server.cli(&["DBSIZE"]), "1", "offer wrote nothing");
+    assert_eq!(q.poll().await.unwrap_err().kind(), ErrorKind::WrongType);
+    assert_eq!(
+        q.transfer_now().await.unwrap_err().kind(),
+        ErrorKind::WrongType
+    );
+    server.cli(&["SET", "redisson_delay_queue:{other}", "x"]);
+    let o = c
+        .delayed_queue_with(
+            "other",
+            SchedulerOptions {
+                enabled: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    for err in [
+        o.offer("x", LONG).await.unwrap_err(),
+        o.size().await.unwrap_err(),
+        o.contains("x").await.unwrap_err(),
+        o.remove("x").await.unwrap_err(),
+        o.read_all().await.unwrap_err(),
+        o.clear().await.unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+    }
+    assert_eq!(
+        server.cli(&["DBSIZE"]),
+        "2",
+        "nothing was written or deleted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn closed_handles_and_clients_refuse_calls() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let q = c.delayed_queue("closing").unwrap();
+    let other = c.delayed_queue("closing").unwrap();
+    let pending = {
+        let q = q.clone();
+        tokio::spawn(async move { q.take(None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    q.close();
+    q.close();
+    let err = pending.await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Closed);
+    assert_eq!(
+        q.offer("x", LONG).await.unwrap_err().kind(),
+        ErrorKind::Closed
+    );
+    assert_eq!(q.size().await.unwrap_err().kind(), ErrorKind::Closed);
+    // Another handle on the same queue is unaffected.
+    other.offer("y", LONG).await.unwrap();
+    c.close();
+    assert_eq!(other.size().await.unwrap_err().kind(), ErrorKind::Closed);
+    assert_eq!(c.delayed_queue("x").unwrap_err().kind(), ErrorKind::Closed);
+    assert_eq!(
+        c.server_time_ms().await.unwrap_err().kind(),
+        ErrorKind::Closed
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connection_errors_are_clear_and_hide_credentials() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let err = Client::connect(&format!("redis://alice:s3cretpw@127.0.0.1:{port}"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::Connection | ErrorKind::Timeout),
+        "{err:?}"
+    );
+    assert!(!format!("{err} {err:?}").contains("s3cretpw"));
+    let err = Client::connect("http://127.0.0.1:1").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    let err = Client::connect("redis://user:pw%zz@[bad")
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(!err.to_string().contains("pw%zz"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn password_in_url_authenticates() {
+    let server = RedisServer::start();
+    server.cli(&["CONFIG", "SET", "requirepass", "s3cret"]);
+    let bad = Client::connect(&format!("redis://:wrong@127.0.0.1:{}", server.port)).await;
+    let err = bad.unwrap_err();
+    assert!(!err.to_string().contains("wrong@"), "{err}");
+    let c = Client::connect(&format!("redis://:s3cret@127.0.0.1:{}", server.port))
+        .await
+        .unwrap();
+    let q = c.delayed_queue("auth").unwrap();
+    q.offer("x", LONG).await.unwrap();
+    assert_eq!(q.size().await.unwrap(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unix_socket_urls_work() {
+    let server = RedisServer::start_with_unix_socket();
+    let sock = server.dir.join("redis.sock");
+    let c = Client::connect(&format!("redis+unix://{}", sock.display()))
+        .await
+        .unwrap();
+    let q = c.delayed_queue("unix").unwrap();
+    q.offer("x", Duration::ZERO).await.unwrap();
+    assert_eq!(
+        q.take(Some(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"x"[..])
+    );
+}

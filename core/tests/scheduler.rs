@@ -1,0 +1,199 @@
+//! The guarantees of the transfer task (SPEC section 5), each shown against real servers.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::RedisServer;
+use delayq::{Client, SchedulerOptions};
+
+fn no_scheduler() -> SchedulerOptions {
+    SchedulerOptions {
+        enabled: false,
+        ..Default::default()
+    }
+}
+
+/// Takes until `n` values arrived or `limit` passed; returns (value, server ms at arrival).
+async fn take_n(client: &Client, queue: &str, n: usize, limit: Duration) -> Vec<(Vec<u8>, i64)> {
+    let q = client.delayed_queue_with(queue, no_scheduler()).unwrap();
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut got = Vec::new();
+    while got.len() < n {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        match q.take(Some(left)).await {
+            Ok(Some(v)) => got.push((v, client.server_time_ms().await.unwrap_or(0))),
+            Ok(None) => break,
+            // A restart in progress: try again.
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn delivers_within_the_reconcile_interval_after_pubsub_is_killed() {
+    common::init_tracing();
+    let server = RedisServer::start();
+    let producer = Client::connect(&server.url()).await.unwrap();
+    let consumer = Client::connect(&server.url()).await.unwrap();
+    let reconcile = Duration::from_millis(500);
+    let _scheduler = consumer
+        .delayed_queue_with(
+            "killed",
+            SchedulerOptions {
+                reconcile_interval: reconcile,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let p = producer
+        .delayed_queue_with("killed", no_scheduler())
+        .unwrap();
+    // Keep killing every subscriber while the messages wait.
+    let killer = {
+        let port = server.port;
+        tokio::spawn(async move {
+            loop {
+                let _ = tokio::process::Command::new("redis-cli")
+                    .args(["-p", &port.to_string(), "CLIENT", "KILL", "TYPE", "pubsub"])
+                    .output()
+                    .await;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+        })
+    };
+    let mut due = HashMap::new();
+    for i in 0..20u64 {
+        let value = format!("m{i}");
+        let at = p
+            .offer(&value, Duration::from_millis(200 + i * 60))
+            .await
+            .unwrap();
+        due.insert(value.into_bytes(), at);
+    }
+    let got = take_n(&consumer, "killed", 20, Duration::from_secs(10)).await;
+    killer.abort();
+    assert_eq!(got.len(), 20, "every message delivered");
+    for (value, at) in got {
+        let d = due[&value];
+        assert!(at >= d, "early: {at} < {d}");
+        assert!(
+            at - d <= reconcile.as_millis() as i64 + 300,
+            "{} ms late, more than the reconcile interval",
+            at - d
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_schedulers_deliver_each_of_10000_messages_once() {
+    let server = RedisServer::start();
+    let mut clients = Vec::new();
+    let mut handles = Vec::new();
+    for _ in 0..3 {
+        let c = Client::connect(&server.url()).await.unwrap();
+        handles.push(c.delayed_queue("three").unwrap());
+        clients.push(c);
+    }
+    let producer = Client::connect(&server.url()).await.unwrap();
+    let p = producer
+        .delayed_queue_with("three", no_scheduler())
+        .unwrap();
+    let n = 10_000u64;
+    let entries: Vec<(String, Duration)> = (0..n)
+        .map(|i| (format!("{i}"), Duration::from_millis(i % 2000)))
+        .collect();
+    let due = p
+        .offer_all(entries.iter().map(|(v, d)| (v.as_bytes(), *d)))
+        .await
+        .unwrap();
+    let due: HashMap<Vec<u8>, i64> = entries
+        .iter()
+        .map(|(v, _)| v.as_bytes().to_vec())
+        .zip(due)
+        .collect();
+    // Three consumers, one per client, take concurrently.
+    let mut tasks = Vec::new();
+    for c in &clients {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            take_n(&c, "three", n as usize, Duration::from_secs(8)).await
+        }));
+    }
+    let mut seen: HashMap<Vec<u8>, usize> = HashMap::new();
+    for t in tasks {
+        for (v, at) in t.await.unwrap() {
+            assert!(at >= due[&v], "delivered early");
+            *seen.entry(v).or_default() += 1;
+        }
+    }
+    assert_eq!(seen.len(), n as usize, "every message delivered");
+    assert!(seen.values().all(|&c| c == 1), "no message delivered twice");
+    assert_eq!(p.stats().await.unwrap(), delayq::DelayedStats::default());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_undecodable_entry_is_moved_aside_and_never_blocks_the_rest() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    // A corrupt member due first, as a format change or a foreign writer might leave.
+    server.cli(&[
+        "ZADD",
+        "redisson_delay_queue_timeout:{corrupt}",
+        "0",
+        "not a packed entry",
+    ]);
+    server.cli(&[
+        "RPUSH",
+        "redisson_delay_queue:{corrupt}",
+        "not a packed entry",
+    ]);
+    let q = c.delayed_queue("corrupt").unwrap();
+    q.offer_all([("a", Duration::ZERO), ("b", Duration::from_millis(100))])
+        .await
+        .unwrap();
+    let got = take_n(&c, "corrupt", 2, Duration::from_secs(5)).await;
+    let mut values: Vec<_> = got.into_iter().map(|(v, _)| v).collect();
+    values.sort();
+    assert_eq!(values, vec![b"a".to_vec(), b"b".to_vec()]);
+    assert_eq!(
+        server.cli(&["LRANGE", "delayq_corrupt:{corrupt}", "0", "-1"]),
+        "not a packed entry"
+    );
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.delayed, stats.corrupt), (0, 1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn delivery_resumes_after_a_redis_restart_with_nothing_lost() {
+    common::init_tracing();
+    let mut server = RedisServer::start_with(true);
+    let consumer = Client::connect(&server.url()).await.unwrap();
+    let _scheduler = consumer.delayed_queue("restart").unwrap();
+    let producer = Client::connect(&server.url()).await.unwrap();
+    let p = producer
+        .delayed_queue_with("restart", no_scheduler())
+        .unwrap();
+    let n = 300usize;
+    p.offer_all((0..n).map(|i| (format!("{i}"), Duration::from_millis(500 + (i as u64 * 10)))))
+        .await
+        .unwrap();
+    let taker = {
+        let c = consumer.clone();
+        tokio::spawn(async move { take_n(&c, "restart", n, Duration::from_secs(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    server.restart();
+    let got = taker.await.unwrap();
+    let mut seen: HashMap<Vec<u8>, usize> = HashMap::new();
+    for (v, _) in got {
+        *seen.entry(v).or_default() += 1;
+    }
+    assert_eq!(seen.len(), n, "every message delivered after the restart");
+    assert!(seen.values().all(|&c| c == 1), "none twice");
+}
