@@ -348,14 +348,19 @@ async fn drain(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
 
     let mut conn = raw(url).await?;
     let floor_key = format!("{name}-floor");
-    let _: () = redis::Script::new(
-        "for i = 1, tonumber(ARGV[1]), 1000 do local t = {} for j = i, math.min(i + 999, tonumber(ARGV[1])) do t[#t+1] = 0 t[#t+1] = string.format('%08d', j) .. ARGV[2] end redis.call('ZADD', KEYS[1], unpack(t)) end",
-    )
-    .key(&floor_key)
-    .arg(args.entries)
-    .arg(&value)
-    .invoke_async(&mut conn)
-    .await?;
+    // Filled in slices: one long script would block the server (and time out).
+    let filler = redis::Script::new(
+        "for i = tonumber(ARGV[1]), tonumber(ARGV[2]), 1000 do local t = {} for j = i, math.min(i + 999, tonumber(ARGV[2])) do t[#t+1] = 0 t[#t+1] = string.format('%08d', j) .. ARGV[3] end redis.call('ZADD', KEYS[1], unpack(t)) end",
+    );
+    for from in (1..=args.entries).step_by(10_000) {
+        let _: () = filler
+            .key(&floor_key)
+            .arg(from)
+            .arg((from + 9_999).min(args.entries))
+            .arg(&value)
+            .invoke_async(&mut conn)
+            .await?;
+    }
     let floor = redis::Script::new(
         "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '+inf', 'LIMIT', 0, 1000) if #due > 0 then redis.call('RPUSH', KEYS[2], unpack(due)) redis.call('ZREM', KEYS[1], unpack(due)) end return #due",
     );
@@ -425,13 +430,17 @@ async fn memory(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
         usage += u.unwrap_or(0);
     }
     let floor_key = format!("{name}-ids");
-    let _: () = redis::Script::new(
-        "for i = 1, tonumber(ARGV[1]), 1000 do local t = {} for j = i, math.min(i + 999, tonumber(ARGV[1])) do t[#t+1] = j t[#t+1] = string.format('%016d', j) end redis.call('ZADD', KEYS[1], unpack(t)) end",
-    )
-    .key(&floor_key)
-    .arg(n)
-    .invoke_async(&mut conn)
-    .await?;
+    let filler = redis::Script::new(
+        "for i = tonumber(ARGV[1]), tonumber(ARGV[2]), 1000 do local t = {} for j = i, math.min(i + 999, tonumber(ARGV[2])) do t[#t+1] = j t[#t+1] = string.format('%016d', j) end redis.call('ZADD', KEYS[1], unpack(t)) end",
+    );
+    for from in (1..=n).step_by(10_000) {
+        let _: () = filler
+            .key(&floor_key)
+            .arg(from)
+            .arg((from + 9_999).min(n))
+            .invoke_async(&mut conn)
+            .await?;
+    }
     let ids: Option<u64> = redis::cmd("MEMORY")
         .arg("USAGE")
         .arg(&floor_key)
