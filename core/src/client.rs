@@ -8,8 +8,19 @@ use tokio_util::sync::CancellationToken;
 use crate::connection::{ClientOptions, Connection};
 use crate::delayed_queue::DelayedQueue;
 use crate::error::{Error, Result};
-use crate::keys::DelayedKeys;
-use crate::scheduler::{self, SchedulerGuard, SchedulerOptions};
+use crate::keys::{DelayedKeys, ReliableKeys};
+use crate::reliable_queue::{ReliableQueue, ReliableQueueOptions};
+use crate::scheduler::{self, Job, SchedulerGuard, SchedulerOptions};
+
+fn check_scheduler_options(opts: &SchedulerOptions) -> Result<()> {
+    if opts.reconcile_interval.is_zero() {
+        return Err(Error::invalid("reconcile interval must be positive"));
+    }
+    if opts.batch_size == 0 || opts.batch_size > 100_000 {
+        return Err(Error::invalid("batch size must be between 1 and 100000"));
+    }
+    Ok(())
+}
 
 /// A connection to Redis (one server or a cluster). Cheap to clone; clones share the
 /// connections. Closing one closes all.
@@ -22,6 +33,7 @@ pub(crate) struct ClientInner {
     pub(crate) conn: Connection,
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) token: CancellationToken,
+    consumer: String,
     schedulers: Mutex<HashMap<String, Weak<SchedulerGuard>>>,
 }
 
@@ -51,6 +63,7 @@ impl Client {
                 conn,
                 runtime,
                 token: CancellationToken::new(),
+                consumer: format!("delayq-{:016x}", rand::random::<u64>()),
                 schedulers: Mutex::new(HashMap::new()),
             }),
         })
@@ -66,31 +79,50 @@ impl Client {
     pub fn delayed_queue_with(&self, name: &str, opts: SchedulerOptions) -> Result<DelayedQueue> {
         self.check_open()?;
         let keys = DelayedKeys::new(name)?;
-        if opts.reconcile_interval.is_zero() {
-            return Err(Error::invalid("reconcile interval must be positive"));
-        }
-        if opts.batch_size == 0 || opts.batch_size > 100_000 {
-            return Err(Error::invalid("batch size must be between 1 and 100000"));
-        }
-        let guard = opts.enabled.then(|| self.scheduler_for(&keys, &opts));
+        check_scheduler_options(&opts)?;
+        let guard = opts
+            .enabled
+            .then(|| self.scheduler_for(Job::Delayed(keys.clone()), &opts));
         Ok(DelayedQueue::new(self.clone(), keys, opts, guard))
     }
 
+    /// A handle on the reliable queue `name` (at-least-once delivery with
+    /// acknowledgement; see [`ReliableQueue`]), running its transfer task unless
+    /// `opts.scheduler.enabled` is false.
+    pub fn reliable_queue(&self, name: &str, opts: ReliableQueueOptions) -> Result<ReliableQueue> {
+        self.check_open()?;
+        let keys = ReliableKeys::new(name)?;
+        opts.validate()?;
+        check_scheduler_options(&opts.scheduler)?;
+        let guard = opts.scheduler.enabled.then(|| {
+            self.scheduler_for(
+                Job::Reliable {
+                    keys: keys.clone(),
+                    visibility_ms: opts.visibility_timeout.as_millis() as u64,
+                    max_attempts: opts.max_attempts,
+                },
+                &opts.scheduler,
+            )
+        });
+        Ok(ReliableQueue::new(self.clone(), keys, opts, guard))
+    }
+
     /// One transfer task per queue per client, shared by its handles.
-    fn scheduler_for(&self, keys: &DelayedKeys, opts: &SchedulerOptions) -> Arc<SchedulerGuard> {
+    fn scheduler_for(&self, job: Job, opts: &SchedulerOptions) -> Arc<SchedulerGuard> {
         let mut map = self.inner.schedulers.lock().expect("scheduler lock");
-        if let Some(guard) = map.get(&keys.destination).and_then(Weak::upgrade) {
+        if let Some(guard) = map.get(job.channel()).and_then(Weak::upgrade) {
             return guard;
         }
+        let channel = job.channel().to_owned();
         let guard = scheduler::spawn(
             &self.inner.runtime,
             self.inner.conn.clone(),
-            keys.clone(),
+            job,
             opts.clone(),
             &self.inner.token,
         );
         map.retain(|_, w| w.strong_count() > 0);
-        map.insert(keys.destination.clone(), Arc::downgrade(&guard));
+        map.insert(channel, Arc::downgrade(&guard));
         guard
     }
 
@@ -101,6 +133,11 @@ impl Client {
             .query_async(&mut self.inner.conn.commands())
             .await?;
         Ok(secs * 1000 + micros / 1000)
+    }
+
+    /// The name this client uses as a consumer in reliable queues' consumer groups.
+    pub(crate) fn consumer_name(&self) -> &str {
+        &self.inner.consumer
     }
 
     /// Closes the client: stops every background task and fails later calls on it and on

@@ -52,6 +52,61 @@ impl DelayedKeys {
     }
 }
 
+/// The keys of one reliable queue named `N`: all under the hash tag `{dq:N}`, so the
+/// whole queue lives in one cluster slot. See `docs/reliable-queue.md`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReliableKeys {
+    /// The queue's name.
+    pub name: String,
+    /// `{dq:N}:`: the prefix of every key, including the bucket lists `{dq:N}:b:<hex>`.
+    pub prefix: String,
+    /// Sorted set of time buckets (bucket number in hex, scored by its start in ms).
+    pub wheel: String,
+    /// Sorted set of packed entries due within the next bucket width, scored by due ms.
+    pub near: String,
+    /// Stream of ready and in-flight messages, consumer group `delayq`.
+    pub ready: String,
+    /// Hash: id -> location, for caller ids and moved messages (de-duplication, cancel).
+    pub ids: String,
+    /// Hash: id -> dead letter.
+    pub dead: String,
+    /// Hash of counters.
+    pub meta: String,
+    /// Pub/sub channel announcing a new earliest wake-up time.
+    pub channel: String,
+}
+
+impl ReliableKeys {
+    /// The keys for the reliable queue named `name` (validated).
+    pub fn new(name: &str) -> Result<Self> {
+        validate_queue_name(name)?;
+        let prefix = format!("{{dq:{name}}}:");
+        Ok(ReliableKeys {
+            name: name.to_owned(),
+            wheel: format!("{prefix}wheel"),
+            near: format!("{prefix}near"),
+            ready: format!("{prefix}ready"),
+            ids: format!("{prefix}ids"),
+            dead: format!("{prefix}dead"),
+            meta: format!("{prefix}meta"),
+            channel: format!("{prefix}wake"),
+            prefix,
+        })
+    }
+
+    /// The six fixed keys every reliable script takes, in order.
+    pub(crate) fn script_keys(&self) -> [&str; 6] {
+        [
+            &self.wheel,
+            &self.near,
+            &self.ready,
+            &self.ids,
+            &self.dead,
+            &self.meta,
+        ]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

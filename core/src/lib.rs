@@ -24,6 +24,7 @@ pub mod delay;
 mod delayed_queue;
 mod error;
 pub mod keys;
+mod reliable_queue;
 mod scheduler;
 mod scripts;
 
@@ -31,5 +32,9 @@ pub use client::Client;
 pub use connection::{redact_url, ClientOptions};
 pub use delayed_queue::{DelayedQueue, DelayedStats};
 pub use error::{Error, ErrorKind, Result};
+pub use reliable_queue::{
+    Backoff, DeadLetter, Delivery, ReliableQueue, ReliableQueueOptions, ReliableStats,
+    BUCKET_WIDTH_MS, MAX_ID_LEN,
+};
 pub use scheduler::{SchedulerOptions, TransferOutcome};
 pub use scripts::offer_script_source;

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connection::Connection;
 use crate::error::Result;
-use crate::keys::DelayedKeys;
+use crate::keys::{DelayedKeys, ReliableKeys};
 use crate::scripts;
 
 /// Options of a queue handle's transfer task.
@@ -90,6 +90,59 @@ pub(crate) async fn transfer_due(
     }
 }
 
+/// What a transfer task moves: a Redisson-compatible delayed queue or a reliable queue.
+#[derive(Clone)]
+pub(crate) enum Job {
+    Delayed(DelayedKeys),
+    Reliable {
+        keys: ReliableKeys,
+        visibility_ms: u64,
+        max_attempts: u32,
+    },
+}
+
+impl Job {
+    /// The channel that announces new work; also the job's identity within a client.
+    pub(crate) fn channel(&self) -> &str {
+        match self {
+            Job::Delayed(keys) => &keys.channel,
+            Job::Reliable { keys, .. } => &keys.channel,
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Job::Delayed(keys) => &keys.destination,
+            Job::Reliable { keys, .. } => &keys.name,
+        }
+    }
+
+    /// Does all the work due now.
+    pub(crate) async fn pass(
+        &self,
+        conn: &mut (impl ConnectionLike + Send),
+        batch: usize,
+    ) -> Result<TransferOutcome> {
+        match self {
+            Job::Delayed(keys) => transfer_due(conn, keys, batch).await,
+            Job::Reliable {
+                keys,
+                visibility_ms,
+                max_attempts,
+            } => {
+                crate::reliable_queue::transfer_due(
+                    conn,
+                    keys,
+                    batch,
+                    *visibility_ms,
+                    *max_attempts,
+                )
+                .await
+            }
+        }
+    }
+}
+
 /// Stops the transfer task when dropped (when the last handle on the queue goes away).
 pub(crate) struct SchedulerGuard {
     token: CancellationToken,
@@ -123,7 +176,7 @@ impl Backoff {
 pub(crate) fn spawn(
     runtime: &tokio::runtime::Handle,
     conn: Connection,
-    keys: DelayedKeys,
+    job: Job,
     opts: SchedulerOptions,
     parent: &CancellationToken,
 ) -> Arc<SchedulerGuard> {
@@ -131,30 +184,30 @@ pub(crate) fn spawn(
     let wake = Arc::new(Notify::new());
     runtime.spawn(subscribe(
         conn.clone(),
-        keys.channel.clone(),
+        job.channel().to_owned(),
         wake.clone(),
         token.clone(),
     ));
-    runtime.spawn(run(conn, keys, opts, wake, token.clone()));
+    runtime.spawn(run(conn, job, opts, wake, token.clone()));
     Arc::new(SchedulerGuard { token })
 }
 
 async fn run(
     conn: Connection,
-    keys: DelayedKeys,
+    job: Job,
     opts: SchedulerOptions,
     wake: Arc<Notify>,
     token: CancellationToken,
 ) {
     let mut commands = conn.commands();
     let mut backoff = Backoff::new();
-    tracing::debug!(queue = %keys.destination, "transfer task started");
+    tracing::debug!(queue = %job.name(), "transfer task started");
     loop {
-        let pause = match transfer_due(&mut commands, &keys, opts.batch_size).await {
+        let pause = match job.pass(&mut commands, opts.batch_size).await {
             Ok(outcome) => {
                 backoff.reset();
                 if outcome.moved > 0 {
-                    tracing::debug!(queue = %keys.destination, moved = outcome.moved, "moved due entries");
+                    tracing::debug!(queue = %job.name(), moved = outcome.moved, "moved due entries");
                 }
                 match outcome.next_due {
                     Some(due) => Duration::from_millis((due - outcome.now).max(0) as u64)
@@ -164,7 +217,7 @@ async fn run(
             }
             Err(e) => {
                 let pause = backoff.next();
-                tracing::warn!(queue = %keys.destination, error = %e, retry_in = ?pause, "transfer failed");
+                tracing::warn!(queue = %job.name(), error = %e, retry_in = ?pause, "transfer failed");
                 pause
             }
         };
@@ -175,7 +228,7 @@ async fn run(
             _ = tokio::time::sleep(pause) => {}
         }
     }
-    tracing::debug!(queue = %keys.destination, "transfer task stopped");
+    tracing::debug!(queue = %job.name(), "transfer task stopped");
 }
 
 /// Keeps a subscription to the queue's channel alive, resubscribing after every

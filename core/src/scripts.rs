@@ -23,6 +23,27 @@ script!(CONTAINS, "contains.lua");
 script!(REMOVE, "remove.lua");
 script!(CLEAR, "clear.lua");
 
+macro_rules! reliable_script {
+    ($name:ident, $file:literal) => {
+        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("scripts/lib.lua"),
+                include_str!("scripts/reliable_lib.lua"),
+                include_str!(concat!("scripts/", $file))
+            ))
+        });
+    };
+}
+
+reliable_script!(RELIABLE_OFFER, "reliable_offer.lua");
+reliable_script!(RELIABLE_TRANSFER, "reliable_transfer.lua");
+reliable_script!(RELIABLE_ACK, "reliable_ack.lua");
+reliable_script!(RELIABLE_NACK, "reliable_nack.lua");
+reliable_script!(RELIABLE_CANCEL, "reliable_cancel.lua");
+reliable_script!(RELIABLE_RESCHEDULE, "reliable_reschedule.lua");
+reliable_script!(RELIABLE_STATS, "reliable_stats.lua");
+reliable_script!(RELIABLE_DEAD, "reliable_dead.lua");
+
 /// The source of the offer script, for benchmarks that run it through `redis-benchmark`.
 pub fn offer_script_source() -> String {
     concat!(

@@ -1,0 +1,735 @@
+//! [`ReliableQueue`]: at-least-once delivery with acknowledgement, visibility timeout,
+//! retries with back-off, dead letters, cancel and reschedule by id, de-duplication.
+//!
+//! The layout (all keys under the hash tag `{dq:N}`) and its reasons are in
+//! `docs/reliable-queue.md`: waiting messages are packed into per-second bucket lists (a
+//! timing wheel kept in Redis), promoted to a small sorted set shortly before they come
+//! due, and made ready as entries of a Redis stream read by a consumer group, whose
+//! pending-entries list tracks what is in flight.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use redis::aio::ConnectionLike;
+use redis::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Client;
+use crate::delay::{check_value, delay_to_millis};
+use crate::error::{Error, Result};
+use crate::keys::ReliableKeys;
+use crate::scheduler::{SchedulerGuard, SchedulerOptions, TransferOutcome};
+use crate::scripts;
+
+/// Width of one time bucket of the wheel, in ms. Part of the data layout: every process
+/// on a queue must agree on it.
+pub const BUCKET_WIDTH_MS: u64 = 1000;
+
+/// The longest id a caller may give.
+pub const MAX_ID_LEN: usize = 256;
+
+const GROUP: &str = "delayq";
+
+/// How long to wait before retrying a message that failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Backoff {
+    /// `base * 2^(attempt-1)`, capped at `max`, with full jitter (a random delay between
+    /// half of that and all of it) so that failures do not retry in lockstep.
+    Exponential {
+        /// Delay after the first failed attempt.
+        base: Duration,
+        /// The longest delay.
+        max: Duration,
+    },
+    /// Explicit delays after the 1st, 2nd, ... failed attempt; the last one repeats.
+    /// For example 15 s, 3 min, 10 min, 30 min, 1 h.
+    Schedule(Vec<Duration>),
+}
+
+impl Default for Backoff {
+    /// Exponential from 1 s up to 10 min.
+    fn default() -> Self {
+        Backoff::Exponential {
+            base: Duration::from_secs(1),
+            max: Duration::from_secs(600),
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay before retrying after failed attempt number `attempt` (1 for the first).
+    pub fn delay_for(&self, attempt: u32) -> Duration {
+        match self {
+            Backoff::Exponential { base, max } => {
+                let exp = attempt.saturating_sub(1).min(40);
+                let full = base.saturating_mul(1u32 << exp.min(31)).min(*max);
+                let jitter: f64 = rand::random::<f64>() * 0.5 + 0.5;
+                full.mul_f64(jitter)
+            }
+            Backoff::Schedule(delays) => {
+                let i = (attempt.max(1) as usize - 1).min(delays.len().saturating_sub(1));
+                delays.get(i).copied().unwrap_or_default()
+            }
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        match self {
+            Backoff::Exponential { base, max } => {
+                delay_to_millis(*base)?;
+                delay_to_millis(*max)?;
+            }
+            Backoff::Schedule(delays) => {
+                if delays.is_empty() {
+                    return Err(Error::invalid(
+                        "a back-off schedule needs at least one delay",
+                    ));
+                }
+                for d in delays {
+                    delay_to_millis(*d)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Options of a reliable queue handle. Every process on one queue should use the same
+/// visibility timeout and maximum attempts.
+#[derive(Debug, Clone)]
+pub struct ReliableQueueOptions {
+    /// How long a received message stays invisible before it is delivered again unless
+    /// acked or nacked (default 30 s).
+    pub visibility_timeout: Duration,
+    /// Deliveries before a message goes to the dead letters (default 5, at most 255).
+    pub max_attempts: u32,
+    /// The delay before a retry when `nack` is called without one.
+    pub backoff: Backoff,
+    /// The transfer task of this handle.
+    pub scheduler: SchedulerOptions,
+}
+
+impl Default for ReliableQueueOptions {
+    fn default() -> Self {
+        ReliableQueueOptions {
+            visibility_timeout: Duration::from_secs(30),
+            max_attempts: 5,
+            backoff: Backoff::default(),
+            scheduler: SchedulerOptions::default(),
+        }
+    }
+}
+
+impl ReliableQueueOptions {
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.visibility_timeout < Duration::from_millis(1) {
+            return Err(Error::invalid("visibility timeout must be at least 1 ms"));
+        }
+        delay_to_millis(self.visibility_timeout)?;
+        if !(1..=255).contains(&self.max_attempts) {
+            return Err(Error::invalid(format!(
+                "max_attempts must be between 1 and 255, got {}",
+                self.max_attempts
+            )));
+        }
+        self.backoff.validate()
+    }
+}
+
+/// Counts of a reliable queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReliableStats {
+    /// Messages waiting for their due time.
+    pub delayed: u64,
+    /// Messages due and not yet received.
+    pub ready: u64,
+    /// Messages received and neither acked, nacked nor timed out.
+    pub in_flight: u64,
+    /// Messages in the dead letters.
+    pub dead: u64,
+}
+
+/// A message in the dead letters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The message id.
+    pub id: String,
+    /// The payload.
+    pub payload: Vec<u8>,
+    /// Deliveries it had.
+    pub attempts: u32,
+    /// When it was buried (server Unix ms).
+    pub died_at: i64,
+}
+
+/// A received message. Ack it when done, nack it to retry; if neither happens within the
+/// visibility timeout it is delivered again.
+#[derive(Clone)]
+pub struct Delivery {
+    /// The message id (generated, or the caller's).
+    pub id: String,
+    /// The payload.
+    pub payload: Vec<u8>,
+    /// Which delivery this is: 1 for the first.
+    pub attempt: u32,
+    /// When the message came due (server Unix ms).
+    pub due_at: i64,
+    receipt: String,
+    queue: ReliableQueue,
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivery")
+            .field("id", &self.id)
+            .field("attempt", &self.attempt)
+            .field("due_at", &self.due_at)
+            .field("payload_len", &self.payload.len())
+            .finish()
+    }
+}
+
+impl Delivery {
+    /// Acknowledges the message: it is done and will not be delivered again. Returns
+    /// false when this delivery had already ended (acked or nacked before, or its
+    /// visibility timeout passed and the message went back to the queue).
+    pub async fn ack(&self) -> Result<bool> {
+        self.queue.ack(&self.receipt).await
+    }
+
+    /// Gives the message back for a retry after `delay` (default: the queue's back-off
+    /// for this attempt), or to the dead letters if this was its last attempt. Returns
+    /// false when this delivery had already ended.
+    pub async fn nack(&self, delay: Option<Duration>) -> Result<bool> {
+        let delay = delay.unwrap_or_else(|| self.queue.inner.opts.backoff.delay_for(self.attempt));
+        self.queue.nack(&self.receipt, delay, true).await
+    }
+
+    /// The receipt of this delivery (the stream entry id), for logs.
+    pub fn receipt(&self) -> &str {
+        &self.receipt
+    }
+}
+
+/// A handle on one reliable queue. Cheap to clone; clones share the handle.
+#[derive(Clone)]
+pub struct ReliableQueue {
+    inner: Arc<QueueInner>,
+}
+
+struct QueueInner {
+    client: Client,
+    keys: ReliableKeys,
+    opts: ReliableQueueOptions,
+    token: CancellationToken,
+    scheduler: Mutex<Option<Arc<SchedulerGuard>>>,
+}
+
+impl std::fmt::Debug for ReliableQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReliableQueue")
+            .field("name", &self.inner.keys.name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn check_id(id: &str) -> Result<()> {
+    if id.is_empty() {
+        return Err(Error::invalid("message id must not be empty"));
+    }
+    if id.len() > MAX_ID_LEN {
+        return Err(Error::invalid(format!(
+            "message id of {} bytes is over the limit of {MAX_ID_LEN}",
+            id.len()
+        )));
+    }
+    Ok(())
+}
+
+fn random_hex16() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
+
+/// One pass of a reliable queue's transfer script, repeated while it finds a full batch.
+pub(crate) async fn transfer_due(
+    conn: &mut (impl ConnectionLike + Send),
+    keys: &ReliableKeys,
+    batch: usize,
+    visibility_ms: u64,
+    max_attempts: u32,
+) -> Result<TransferOutcome> {
+    let mut total = 0;
+    loop {
+        let mut call = scripts::RELIABLE_TRANSFER.prepare_invoke();
+        for k in keys.script_keys() {
+            call.key(k);
+        }
+        call.arg(&keys.prefix)
+            .arg(BUCKET_WIDTH_MS)
+            .arg(batch)
+            .arg(visibility_ms)
+            .arg(max_attempts);
+        let (done, next, now): (u64, i64, i64) = call.invoke_async(conn).await?;
+        total += done;
+        if done < batch as u64 {
+            return Ok(TransferOutcome {
+                moved: total,
+                next_due: (next >= 0).then_some(next),
+                now,
+            });
+        }
+    }
+}
+
+impl ReliableQueue {
+    pub(crate) fn new(
+        client: Client,
+        keys: ReliableKeys,
+        opts: ReliableQueueOptions,
+        scheduler: Option<Arc<SchedulerGuard>>,
+    ) -> Self {
+        let token = client.inner.token.child_token();
+        ReliableQueue {
+            inner: Arc::new(QueueInner {
+                client,
+                keys,
+                opts,
+                token,
+                scheduler: Mutex::new(scheduler),
+            }),
+        }
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.inner.keys.name
+    }
+
+    /// The Redis keys of this queue.
+    pub fn keys(&self) -> &ReliableKeys {
+        &self.inner.keys
+    }
+
+    /// The options of this handle.
+    pub fn options(&self) -> &ReliableQueueOptions {
+        &self.inner.opts
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.token.is_cancelled() {
+            self.inner.client.check_open()?;
+            return Err(Error::Closed("the queue handle is closed"));
+        }
+        Ok(())
+    }
+
+    fn commands(&self) -> impl ConnectionLike + Send + Clone + 'static {
+        self.inner.client.inner.conn.commands()
+    }
+
+    fn invocation<'a>(&'a self, script: &'a redis::Script) -> redis::ScriptInvocation<'a> {
+        let mut call = script.prepare_invoke();
+        for k in self.inner.keys.script_keys() {
+            call.key(k);
+        }
+        call.arg(&self.inner.keys.prefix).arg(BUCKET_WIDTH_MS);
+        call
+    }
+
+    /// Offers a message due after `delay`; returns its id. With `id`, a message with that
+    /// id still waiting or in flight is not offered twice: the call returns the id and
+    /// leaves the existing message as it is (payload and due time unchanged). Without
+    /// `id`, a unique one is generated.
+    pub async fn offer(
+        &self,
+        payload: impl AsRef<[u8]>,
+        delay: Duration,
+        id: Option<&str>,
+    ) -> Result<String> {
+        let mut ids = self.offer_all([(payload, delay, id)]).await?;
+        Ok(ids.remove(0))
+    }
+
+    /// Offers many messages in one round trip per thousand; returns their ids in order.
+    /// Every argument is checked before anything is sent.
+    pub async fn offer_all<'a, P, I>(&self, messages: I) -> Result<Vec<String>>
+    where
+        P: AsRef<[u8]>,
+        I: IntoIterator<Item = (P, Duration, Option<&'a str>)>,
+    {
+        self.check_open()?;
+        let mut checked = Vec::new();
+        for (payload, delay, id) in messages {
+            check_value(payload.as_ref())?;
+            if let Some(id) = id {
+                check_id(id)?;
+            }
+            checked.push((payload, delay_to_millis(delay)?, id.unwrap_or("")));
+        }
+        let mut out = Vec::with_capacity(checked.len());
+        let mut conn = self.commands();
+        for chunk in checked.chunks(1000) {
+            let mut call = self.invocation(&scripts::RELIABLE_OFFER);
+            call.key(&self.inner.keys.channel);
+            for (payload, delay_ms, id) in chunk {
+                call.arg(*delay_ms)
+                    .arg(*id)
+                    .arg(random_hex16())
+                    .arg(payload.as_ref());
+            }
+            let rows: Vec<(String, i64)> = call.invoke_async(&mut conn).await?;
+            out.extend(rows.into_iter().map(|(id, _)| id));
+        }
+        Ok(out)
+    }
+
+    /// Removes a message that has not come due yet; returns whether there was one.
+    pub async fn cancel(&self, id: &str) -> Result<bool> {
+        self.check_open()?;
+        check_id(id)?;
+        let mut call = self.invocation(&scripts::RELIABLE_CANCEL);
+        call.arg(id);
+        let n: i64 = call.invoke_async(&mut self.commands()).await?;
+        Ok(n == 1)
+    }
+
+    /// Moves a message that has not come due yet to a new due time, `delay` from now;
+    /// returns whether there was one.
+    pub async fn reschedule(&self, id: &str, delay: Duration) -> Result<bool> {
+        self.check_open()?;
+        check_id(id)?;
+        let ms = delay_to_millis(delay)?;
+        let mut call = self.invocation(&scripts::RELIABLE_RESCHEDULE);
+        call.key(&self.inner.keys.channel).arg(id).arg(ms);
+        let at: i64 = call.invoke_async(&mut self.commands()).await?;
+        Ok(at >= 0)
+    }
+
+    /// Receives the next ready message, waiting up to `timeout` (`None`: forever) on the
+    /// server. Returns `None` when the time passes. The message stays invisible to other
+    /// consumers until acked, nacked, or its visibility timeout passes.
+    ///
+    /// Cancel-safe: if the returned future is dropped while the server hands over a
+    /// message, the message is given back at once (not counted as an attempt).
+    pub async fn receive(&self, timeout: Option<Duration>) -> Result<Option<Delivery>> {
+        self.check_open()?;
+        let block_ms = match timeout {
+            // XREADGROUP's BLOCK 0 waits forever; 1 ms is the shortest real wait.
+            Some(t) => t.as_millis().clamp(1, u64::MAX as u128) as u64,
+            None => 0,
+        };
+        let conn = self.inner.client.inner.conn.clone();
+        let mut dedicated = conn.dedicated().await?;
+        let queue = self.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.inner.client.inner.runtime.spawn(async move {
+            let mut reply = read_group(&mut dedicated, &queue, block_ms).await;
+            if let Err(e) = &reply {
+                if e.to_string().contains("NOGROUP") {
+                    let created = create_group(&mut dedicated, &queue.inner.keys.ready).await;
+                    reply = match created {
+                        Ok(()) => read_group(&mut dedicated, &queue, block_ms).await,
+                        Err(e) => Err(e),
+                    };
+                }
+            }
+            let healthy = reply.is_ok();
+            if let Err(Ok(Some(delivery))) = tx.send(reply) {
+                // Nobody waits any more: give the message back untouched.
+                if let Err(e) = queue.nack(&delivery.receipt, Duration::ZERO, false).await {
+                    tracing::warn!(queue = %queue.name(), error = %e, "could not give back an abandoned delivery; it returns after the visibility timeout");
+                }
+            }
+            if healthy {
+                conn.release(dedicated);
+            }
+        });
+        tokio::select! {
+            reply = rx => match reply {
+                Ok(reply) => reply,
+                Err(_) => Err(Error::Connection("the blocking receive was interrupted".into())),
+            },
+            _ = self.inner.token.cancelled() => {
+                self.inner.client.check_open()?;
+                Err(Error::Closed("the queue handle was closed during receive"))
+            }
+        }
+    }
+
+    async fn ack(&self, receipt: &str) -> Result<bool> {
+        self.check_open()?;
+        let mut call = self.invocation(&scripts::RELIABLE_ACK);
+        call.arg(receipt);
+        let n: i64 = call.invoke_async(&mut self.commands()).await?;
+        Ok(n == 1)
+    }
+
+    async fn nack(&self, receipt: &str, delay: Duration, count_attempt: bool) -> Result<bool> {
+        self.check_open()?;
+        let ms = delay_to_millis(delay)?;
+        let mut call = self.invocation(&scripts::RELIABLE_NACK);
+        call.key(&self.inner.keys.channel)
+            .arg(receipt)
+            .arg(ms)
+            .arg(self.inner.opts.max_attempts)
+            .arg(if count_attempt { "1" } else { "0" });
+        let n: i64 = call.invoke_async(&mut self.commands()).await?;
+        Ok(n != 0)
+    }
+
+    /// Counts of delayed, ready, in-flight and dead messages.
+    pub async fn stats(&self) -> Result<ReliableStats> {
+        self.check_open()?;
+        let (delayed, ready, in_flight, dead): (u64, u64, u64, u64) = self
+            .invocation(&scripts::RELIABLE_STATS)
+            .invoke_async(&mut self.commands())
+            .await?;
+        Ok(ReliableStats {
+            delayed,
+            ready,
+            in_flight,
+            dead,
+        })
+    }
+
+    /// Up to `limit` messages from the dead letters (in no particular order).
+    pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>> {
+        self.check_open()?;
+        let mut call = self.invocation(&scripts::RELIABLE_DEAD);
+        call.arg("list").arg(limit);
+        let rows: Vec<(String, u32, i64, Vec<u8>)> =
+            call.invoke_async(&mut self.commands()).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, attempts, died_at, payload)| DeadLetter {
+                id,
+                payload,
+                attempts,
+                died_at,
+            })
+            .collect())
+    }
+
+    /// Makes dead letters ready again, with their attempts reset: those with the given
+    /// ids, or all of them with `None`. Returns how many were requeued.
+    pub async fn requeue_dead(&self, ids: Option<&[String]>) -> Result<u64> {
+        self.check_open()?;
+        let mut total = 0;
+        match ids {
+            Some(ids) => {
+                for id in ids {
+                    check_id(id)?;
+                }
+                for chunk in ids.chunks(1000) {
+                    let mut call = self.invocation(&scripts::RELIABLE_DEAD);
+                    call.arg("requeue");
+                    for id in chunk {
+                        call.arg(id);
+                    }
+                    let n: u64 = call.invoke_async(&mut self.commands()).await?;
+                    total += n;
+                }
+            }
+            None => loop {
+                let mut call = self.invocation(&scripts::RELIABLE_DEAD);
+                call.arg("requeue");
+                let n: u64 = call.invoke_async(&mut self.commands()).await?;
+                total += n;
+                if n == 0 {
+                    break;
+                }
+            },
+        }
+        Ok(total)
+    }
+
+    /// Deletes every dead letter; returns how many there were.
+    pub async fn purge_dead(&self) -> Result<u64> {
+        self.check_open()?;
+        let mut call = self.invocation(&scripts::RELIABLE_DEAD);
+        call.arg("purge");
+        Ok(call.invoke_async(&mut self.commands()).await?)
+    }
+
+    /// Runs `handler` on received messages, `concurrency` at a time: acks each message
+    /// whose handler returns `Ok`, nacks (with the back-off) each that returns `Err` or
+    /// panics. Returns when the handle or its client is closed.
+    pub async fn consume<F, Fut, E>(&self, concurrency: usize, handler: F) -> Result<()>
+    where
+        F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        if concurrency == 0 {
+            return Err(Error::invalid("concurrency must be at least 1"));
+        }
+        self.check_open()?;
+        let handler = Arc::new(handler);
+        let mut workers = tokio::task::JoinSet::new();
+        for _ in 0..concurrency {
+            let (queue, handler) = (self.clone(), handler.clone());
+            workers.spawn(async move { queue.consume_loop(&*handler).await });
+        }
+        let mut result = Ok(());
+        while let Some(r) = workers.join_next().await {
+            if let Ok(Err(e)) = r {
+                result = Err(e);
+            }
+        }
+        result
+    }
+
+    async fn consume_loop<F, Fut, E>(&self, handler: &F) -> Result<()>
+    where
+        F: Fn(Delivery) -> Fut,
+        Fut: Future<Output = std::result::Result<(), E>> + Send,
+        E: std::fmt::Display,
+    {
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let delivery = match self.receive(Some(Duration::from_secs(1))).await {
+                Ok(Some(d)) => d,
+                Ok(None) => continue,
+                Err(e) if e.kind() == crate::ErrorKind::Closed => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(queue = %self.name(), error = %e, "receive failed; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+            };
+            pause = Duration::from_millis(50);
+            let outcome = std::panic::AssertUnwindSafe(handler(delivery.clone()))
+                .catch_unwind()
+                .await;
+            let settled = match outcome {
+                Ok(Ok(())) => delivery.ack().await,
+                Ok(Err(e)) => {
+                    tracing::info!(queue = %self.name(), id = %delivery.id, attempt = delivery.attempt, error = %e, "handler failed; nacking");
+                    delivery.nack(None).await
+                }
+                Err(_) => {
+                    tracing::warn!(queue = %self.name(), id = %delivery.id, "handler panicked; nacking");
+                    delivery.nack(None).await
+                }
+            };
+            match settled {
+                Err(e) if e.kind() == crate::ErrorKind::Closed => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(queue = %self.name(), error = %e, "could not settle a delivery; it returns after the visibility timeout")
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Runs the transfer script now (promote, make ready, take back expired deliveries).
+    pub async fn transfer_now(&self) -> Result<TransferOutcome> {
+        self.check_open()?;
+        transfer_due(
+            &mut self.commands(),
+            &self.inner.keys,
+            self.inner.opts.scheduler.batch_size,
+            self.inner.opts.visibility_timeout.as_millis() as u64,
+            self.inner.opts.max_attempts,
+        )
+        .await
+    }
+
+    /// Closes this handle: stops its share of the transfer task and fails later calls
+    /// (and a pending `receive`) with [`Error::Closed`]. Idempotent.
+    pub fn close(&self) {
+        self.inner.token.cancel();
+        self.inner.scheduler.lock().expect("scheduler lock").take();
+    }
+}
+
+async fn create_group(conn: &mut (impl ConnectionLike + Send), stream: &str) -> Result<()> {
+    let r: redis::RedisResult<Value> = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(stream)
+        .arg(GROUP)
+        .arg("0")
+        .arg("MKSTREAM")
+        .query_async(conn)
+        .await;
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if e.to_string().contains("BUSYGROUP") => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn read_group(
+    conn: &mut (impl ConnectionLike + Send),
+    queue: &ReliableQueue,
+    block_ms: u64,
+) -> Result<Option<Delivery>> {
+    let reply: Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(GROUP)
+        .arg(queue.inner.client.consumer_name())
+        .arg("COUNT")
+        .arg(1)
+        .arg("BLOCK")
+        .arg(block_ms)
+        .arg("STREAMS")
+        .arg(&queue.inner.keys.ready)
+        .arg(">")
+        .query_async(conn)
+        .await?;
+    parse_read(reply, queue)
+}
+
+/// Parses an XREADGROUP reply of at most one entry (RESP2 array or RESP3 map).
+fn parse_read(reply: Value, queue: &ReliableQueue) -> Result<Option<Delivery>> {
+    let streams = match reply {
+        Value::Nil => return Ok(None),
+        Value::Array(streams) => streams
+            .into_iter()
+            .filter_map(|s| match s {
+                Value::Array(mut kv) if kv.len() == 2 => kv.pop(),
+                _ => None,
+            })
+            .collect::<Vec<_>>(),
+        Value::Map(pairs) => pairs.into_iter().map(|(_, v)| v).collect(),
+        other => {
+            return Err(Error::Server(format!(
+                "unexpected XREADGROUP reply: {other:?}"
+            )))
+        }
+    };
+    let Some(Value::Array(entries)) = streams.into_iter().next() else {
+        return Ok(None);
+    };
+    let Some(Value::Array(entry)) = entries.into_iter().next() else {
+        return Ok(None);
+    };
+    let mut entry = entry.into_iter();
+    let receipt: String = redis::from_redis_value(entry.next().unwrap_or(Value::Nil))
+        .map_err(|e| Error::Server(format!("bad stream entry id: {e}")))?;
+    let fields: Vec<(String, Vec<u8>)> =
+        redis::from_redis_value(entry.next().unwrap_or(Value::Nil))
+            .map_err(|e| Error::Server(format!("bad stream entry: {e}")))?;
+    let mut delivery = Delivery {
+        id: String::new(),
+        payload: Vec::new(),
+        attempt: 1,
+        due_at: 0,
+        receipt,
+        queue: queue.clone(),
+    };
+    for (k, v) in fields {
+        let text = || String::from_utf8_lossy(&v).into_owned();
+        match k.as_str() {
+            "i" => delivery.id = text(),
+            "a" => delivery.attempt = text().parse::<u32>().unwrap_or(0) + 1,
+            "d" => delivery.due_at = text().parse().unwrap_or(0),
+            "p" => delivery.payload = v,
+            _ => {}
+        }
+    }
+    Ok(Some(delivery))
+}

@@ -1,0 +1,57 @@
+-- Dead letters: list, requeue or purge.
+-- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua.
+-- ARGV[3] 'list' | 'requeue' | 'purge'; for 'list' ARGV[4] limit; for 'requeue' ARGV[4..]
+-- ids, or none for up to 1000 of them.
+-- Returns for 'list' {{id, attempts, died at ms, payload}, ...}; else the count affected.
+local err = wrong_type(READY, 'stream', IDS, 'hash', DEAD, 'hash')
+if err then return err end
+local op = ARGV[3]
+local function each_dead(limit, fn)
+  local cursor = '0'
+  local n = 0
+  repeat
+    local page = redis.call('HSCAN', DEAD, cursor, 'COUNT', 100)
+    cursor = page[1]
+    for i = 1, #page[2], 2 do
+      if n >= limit then return end
+      fn(page[2][i], page[2][i + 1])
+      n = n + 1
+    end
+  until cursor == '0'
+end
+local function unpack_dead(packed)
+  local attempts, flags, died, pos = struct.unpack('BBd', packed)
+  return attempts, flags, died, string.sub(packed, pos)
+end
+if op == 'list' then
+  local out = {}
+  each_dead(tonumber(ARGV[4]), function(id, packed)
+    local attempts, flags, died, payload = unpack_dead(packed)
+    out[#out + 1] = {id, attempts, ms_string(died), payload}
+  end)
+  return out
+elseif op == 'requeue' then
+  local now = now_ms()
+  local ids = {}
+  if #ARGV >= 4 then
+    for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
+  else
+    each_dead(1000, function(id) ids[#ids + 1] = id end)
+  end
+  local n = 0
+  for _, id in ipairs(ids) do
+    local packed = redis.call('HGET', DEAD, id)
+    if packed then
+      local attempts, flags, died, payload = unpack_dead(packed)
+      redis.call('HDEL', DEAD, id)
+      make_ready(id, flags, 0, now, payload)
+      n = n + 1
+    end
+  end
+  return n
+elseif op == 'purge' then
+  local n = redis.call('HLEN', DEAD)
+  redis.call('DEL', DEAD)
+  return n
+end
+return redis.error_reply('ERR unknown dead-letter operation')

@@ -1,0 +1,168 @@
+-- Helpers of the reliable queue, prepended (after lib.lua) to each reliable_*.lua script.
+--
+-- Every reliable script gets the same fixed keys:
+--   KEYS[1] wheel  (zset: bucket number -> bucket start ms)
+--   KEYS[2] near   (zset: packed entry -> due ms, the entries due within a bucket width)
+--   KEYS[3] ready  (stream with consumer group 'delayq': ready and in-flight messages)
+--   KEYS[4] ids    (hash: id -> location, for ids whose bucket cannot be read from the id)
+--   KEYS[5] dead   (hash: id -> packed dead letter)
+--   KEYS[6] meta   (hash: counters)
+-- and ARGV[1] = the key prefix '{dq:N}:' (bucket lists are '{dq:N}:b:<bucket hex>', all in
+-- the queue's hash slot), ARGV[2] = bucket width in ms. Script arguments start at ARGV[3].
+--
+-- An entry in a bucket list or in 'near' is
+--   struct.pack('BBHBc0', attempts, flags, offset, #id, id) .. payload
+-- attempts: deliveries so far; flags: 1 = indexed in 'ids'; offset: due ms minus bucket start
+-- (0 in 'near', whose score holds the due time). A generated id is '<bucket hex>-<16 hex>';
+-- in a bucket list of its own bucket only the 16 random hex digits are stored.
+
+local WHEEL, NEAR, READY, IDS, DEAD, META = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local PREFIX = ARGV[1]
+local WIDTH = tonumber(ARGV[2])
+local GROUP = 'delayq'
+local INDEXED = 1
+
+local function bucket_key(bucket)
+  return PREFIX .. 'b:' .. string.format('%x', bucket)
+end
+
+local function pack_entry(attempts, flags, offset, id, payload)
+  return struct.pack('BBHBc0', attempts, flags, offset, #id, id) .. payload
+end
+
+-- Returns attempts, flags, offset, id, payload (or nil for bytes of another format).
+local function unpack_entry(entry)
+  local ok, attempts, flags, offset, id, pos = pcall(struct.unpack, 'BBHBc0', entry)
+  if not ok then return nil end
+  return attempts, flags, offset, id, string.sub(entry, pos)
+end
+
+-- The bucket a generated id was born in, or nil for any other id.
+local function bucket_of_generated(id)
+  local hex = string.match(id, '^(%x+)%-%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x$')
+  if hex then return tonumber(hex, 16) end
+  return nil
+end
+
+local function ensure_group()
+  if redis.call('EXISTS', READY) == 0 then
+    redis.call('XGROUP', 'CREATE', READY, GROUP, '0', 'MKSTREAM')
+  end
+end
+
+local function set_location(id, flags, location)
+  if flags == INDEXED then redis.call('HSET', IDS, id, location) end
+end
+
+-- Makes a message ready: one stream entry, which wakes a blocked XREADGROUP at once.
+local function make_ready(id, flags, attempts, due, payload)
+  ensure_group()
+  local sid = redis.call('XADD', READY, '*', 'i', id, 'p', payload, 'a', attempts, 'd', ms_string(due), 'f', flags)
+  set_location(id, flags, 'r')
+  return sid
+end
+
+-- Places a message by due time: ready now, in 'near' within one bucket width, else in the
+-- bucket list for its due time. The id is stored short when its own bucket holds it.
+local function place(id, flags, attempts, due, payload, now)
+  if due <= now then
+    make_ready(id, flags, attempts, due, payload)
+    return
+  end
+  local bucket = math.floor(due / WIDTH)
+  local start = bucket * WIDTH
+  if start <= now + WIDTH then
+    redis.call('ZADD', NEAR, due, pack_entry(attempts, flags, 0, id, payload))
+    set_location(id, flags, 'n')
+  else
+    local stored = id
+    if flags ~= INDEXED and bucket_of_generated(id) == bucket then
+      stored = string.sub(id, -16)
+    end
+    redis.call('RPUSH', bucket_key(bucket), pack_entry(attempts, flags, due - start, stored, payload))
+    redis.call('ZADD', WHEEL, 'NX', start, string.format('%x', bucket))
+    set_location(id, flags, 'b' .. string.format('%x', bucket))
+  end
+  redis.call('HINCRBY', META, 'delayed', 1)
+end
+
+local function full_id(stored, bucket)
+  if #stored == 16 and bucket and not string.find(stored, '[^%x]') then
+    return string.format('%x', bucket) .. '-' .. stored
+  end
+  return stored
+end
+
+-- Finds a delayed message by id and removes it. Returns attempts, flags, due, payload, or
+-- nil when the message is not delayed (unknown, ready, in flight, or dead).
+local function take_delayed(id)
+  local location = redis.call('HGET', IDS, id)
+  local bucket = nil
+  if location and string.sub(location, 1, 1) == 'b' then
+    bucket = tonumber(string.sub(location, 2), 16)
+  elseif not location then
+    bucket = bucket_of_generated(id)
+  end
+  if bucket then
+    local key = bucket_key(bucket)
+    for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do
+      local attempts, flags, offset, stored, payload = unpack_entry(entry)
+      if attempts and (stored == id or (flags ~= INDEXED and full_id(stored, bucket) == id)) then
+        redis.call('LREM', key, 1, entry)
+        if redis.call('EXISTS', key) == 0 then
+          redis.call('ZREM', WHEEL, string.format('%x', bucket))
+        end
+        redis.call('HINCRBY', META, 'delayed', -1)
+        return attempts, flags, bucket * WIDTH + offset, payload
+      end
+    end
+  end
+  if location == 'n' or location == false then
+    for _, entry in ipairs(redis.call('ZRANGE', NEAR, 0, -1)) do
+      local attempts, flags, offset, stored, payload = unpack_entry(entry)
+      if attempts and stored == id then
+        local due = tonumber(redis.call('ZSCORE', NEAR, entry))
+        redis.call('ZREM', NEAR, entry)
+        redis.call('HINCRBY', META, 'delayed', -1)
+        return attempts, flags, due, payload
+      end
+    end
+  end
+  return nil
+end
+
+-- Ends a delivery: removes stream entry `sid` if it is still pending. Returns its fields
+-- as a table (i, p, a, d, f), or nil when the delivery is no longer pending (acked, or
+-- taken back after its visibility timeout).
+local function finish_delivery(sid)
+  if redis.call('EXISTS', READY) == 0 then return nil end
+  local pending = redis.call('XPENDING', READY, GROUP, sid, sid, 1)
+  if #pending == 0 then return nil end
+  local rows = redis.call('XRANGE', READY, sid, sid)
+  redis.call('XACK', READY, GROUP, sid)
+  redis.call('XDEL', READY, sid)
+  if #rows == 0 then return nil end
+  local fields = {}
+  local kv = rows[1][2]
+  for i = 1, #kv, 2 do fields[kv[i]] = kv[i + 1] end
+  return fields
+end
+
+local function bury(id, flags, attempts, payload, now)
+  redis.call('HSET', DEAD, id, struct.pack('BBd', attempts, flags, now) .. payload)
+  if flags == INDEXED then redis.call('HDEL', IDS, id) end
+end
+
+-- The next time the transfer task has work: the first due time in 'near', or the time the
+-- first bucket must be promoted to 'near'. -1 when nothing is delayed.
+local function next_wake()
+  local best = -1
+  local n = redis.call('ZRANGE', NEAR, 0, 0, 'WITHSCORES')
+  if n[1] then best = tonumber(n[2]) end
+  local w = redis.call('ZRANGE', WHEEL, 0, 0, 'WITHSCORES')
+  if w[1] then
+    local promote = tonumber(w[2]) - WIDTH
+    if best < 0 or promote < best then best = promote end
+  end
+  return best
+end

@@ -1,0 +1,29 @@
+-- Offer messages to a reliable queue.
+-- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua. KEYS[7] wake channel.
+-- ARGV[3..] quadruples: delay ms, caller id ('' for a generated one), 16 random hex digits, payload
+-- Returns, per message, {id, 1 if created or 0 if the id was already waiting or in flight}.
+local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash', META, 'hash')
+if err then return err end
+local now = now_ms()
+local before = next_wake()
+local out = {}
+for i = 3, #ARGV, 4 do
+  local due = now + tonumber(ARGV[i])
+  local id = ARGV[i + 1]
+  local flags = INDEXED
+  if id == '' then
+    id = string.format('%x', math.floor(due / WIDTH)) .. '-' .. ARGV[i + 2]
+    flags = 0
+  end
+  if flags == INDEXED and redis.call('HEXISTS', IDS, id) == 1 then
+    out[#out + 1] = {id, 0}
+  else
+    place(id, flags, 0, due, ARGV[i + 3], now)
+    out[#out + 1] = {id, 1}
+  end
+end
+local after = next_wake()
+if after >= 0 and (before < 0 or after < before) then
+  redis.call('PUBLISH', KEYS[7], ms_string(after))
+end
+return out

@@ -1,0 +1,17 @@
+-- Move a delayed message to a new due time.
+-- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua. KEYS[7] wake channel.
+-- ARGV[3] id, ARGV[4] delay ms from now
+-- Returns the new due time, or -1 when no delayed message has that id.
+local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', META, 'hash')
+if err then return err end
+local attempts, flags, due, payload = take_delayed(ARGV[3])
+if not attempts then return -1 end
+local now = now_ms()
+local before = next_wake()
+local at = now + tonumber(ARGV[4])
+place(ARGV[3], INDEXED, attempts, at, payload, now)
+local after = next_wake()
+if after >= 0 and (before < 0 or after < before) then
+  redis.call('PUBLISH', KEYS[7], ms_string(after))
+end
+return at

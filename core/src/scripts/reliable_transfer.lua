@@ -1,0 +1,78 @@
+-- Move a reliable queue forward: promote buckets about to come due to 'near', make due
+-- messages ready, and take back deliveries whose visibility timeout passed (redelivered
+-- with one more attempt, or buried in the dead letters after the last one).
+-- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua.
+-- ARGV[3] batch size, ARGV[4] visibility timeout ms, ARGV[5] max attempts
+-- Returns {work done, next wake time in server ms or -1, server now in ms}.
+local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash', META, 'hash')
+if err then return err end
+local batch = tonumber(ARGV[3])
+local visibility = tonumber(ARGV[4])
+local max_attempts = tonumber(ARGV[5])
+local now = now_ms()
+local done = 0
+
+-- 1. Buckets whose start is within one width: their entries go to 'near' by due time.
+for _, b in ipairs(redis.call('ZRANGEBYSCORE', WHEEL, '-inf', now + WIDTH, 'LIMIT', 0, 8)) do
+  local bucket = tonumber(b, 16)
+  local key = bucket_key(bucket)
+  local entries = redis.call('LRANGE', key, 0, batch - 1)
+  for _, entry in ipairs(entries) do
+    local attempts, flags, offset, stored, payload = unpack_entry(entry)
+    if attempts then
+      local id = stored
+      if flags ~= INDEXED then id = full_id(stored, bucket) end
+      redis.call('ZADD', NEAR, bucket * WIDTH + offset, pack_entry(attempts, flags, 0, id, payload))
+      set_location(id, flags, 'n')
+    else
+      redis.call('RPUSH', PREFIX .. 'corrupt', entry)
+      redis.call('HINCRBY', META, 'delayed', -1)
+    end
+  end
+  done = done + #entries
+  redis.call('LTRIM', key, #entries, -1)
+  if redis.call('EXISTS', key) == 0 then redis.call('ZREM', WHEEL, b) end
+end
+
+-- 2. Due messages in 'near' become ready.
+local due = redis.call('ZRANGEBYSCORE', NEAR, '-inf', now, 'WITHSCORES', 'LIMIT', 0, batch)
+for i = 1, #due, 2 do
+  local attempts, flags, offset, id, payload = unpack_entry(due[i])
+  if attempts then
+    make_ready(id, flags, attempts, tonumber(due[i + 1]), payload)
+  else
+    redis.call('RPUSH', PREFIX .. 'corrupt', due[i])
+  end
+  redis.call('ZREM', NEAR, due[i])
+  redis.call('HINCRBY', META, 'delayed', -1)
+end
+done = done + #due / 2
+
+-- 3. Deliveries past their visibility timeout come back.
+local wake = next_wake()
+if redis.call('EXISTS', READY) == 1 then
+  local claimed = redis.call('XAUTOCLAIM', READY, GROUP, 'delayq-reaper', visibility, '0-0', 'COUNT', batch)
+  for _, row in ipairs(claimed[2]) do
+    local sid, kv = row[1], row[2]
+    redis.call('XACK', READY, GROUP, sid)
+    redis.call('XDEL', READY, sid)
+    if kv then
+      local f = {}
+      for i = 1, #kv, 2 do f[kv[i]] = kv[i + 1] end
+      local attempts = tonumber(f['a']) + 1
+      if attempts >= max_attempts then
+        bury(f['i'], tonumber(f['f']), attempts, f['p'], now)
+      else
+        make_ready(f['i'], tonumber(f['f']), attempts, tonumber(f['d']), f['p'])
+      end
+      done = done + 1
+    end
+  end
+  -- Wake again when the oldest delivery still pending would expire.
+  local oldest = redis.call('XPENDING', READY, GROUP, '-', '+', 1)
+  if oldest[1] then
+    local expires = now + math.max(visibility - tonumber(oldest[1][3]), 0)
+    if wake < 0 or expires < wake then wake = expires end
+  end
+end
+return {done, wake, now}

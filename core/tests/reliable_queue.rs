@@ -1,0 +1,530 @@
+//! ReliableQueue against a real redis-server: at-least-once delivery, visibility timeout,
+//! retries, dead letters, cancel, reschedule, de-duplication, restarts.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::RedisServer;
+use delayq::{Backoff, Client, ErrorKind, ReliableQueueOptions, ReliableStats};
+
+const LONG: Duration = Duration::from_secs(3600);
+const WAIT: Option<Duration> = Some(Duration::from_secs(5));
+
+fn opts(visibility_ms: u64, max_attempts: u32) -> ReliableQueueOptions {
+    ReliableQueueOptions {
+        visibility_timeout: Duration::from_millis(visibility_ms),
+        max_attempts,
+        backoff: Backoff::Schedule(vec![Duration::from_millis(50)]),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn offer_receive_ack_delivers_once_on_time() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("basic", opts(30_000, 5)).unwrap();
+    let before = c.server_time_ms().await.unwrap();
+    let id = q
+        .offer("hello", Duration::from_millis(300), None)
+        .await
+        .unwrap();
+    assert!(!id.is_empty());
+    assert_eq!(
+        q.stats().await.unwrap(),
+        ReliableStats {
+            delayed: 1,
+            ..Default::default()
+        }
+    );
+    let d = q.receive(WAIT).await.unwrap().expect("delivered");
+    let at = c.server_time_ms().await.unwrap();
+    assert_eq!(
+        (d.id.as_str(), d.payload.as_slice(), d.attempt),
+        (id.as_str(), &b"hello"[..], 1)
+    );
+    assert!(
+        d.due_at >= before + 300 && at >= d.due_at,
+        "due {} at {at}",
+        d.due_at
+    );
+    assert_eq!(
+        q.stats().await.unwrap(),
+        ReliableStats {
+            in_flight: 1,
+            ..Default::default()
+        }
+    );
+    assert!(d.ack().await.unwrap());
+    assert!(!d.ack().await.unwrap(), "a second ack finds nothing");
+    assert_eq!(q.stats().await.unwrap(), ReliableStats::default());
+    assert!(q
+        .receive(Some(Duration::from_millis(100)))
+        .await
+        .unwrap()
+        .is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn long_and_short_delays_come_due_in_order() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("order", opts(30_000, 5)).unwrap();
+    // Spread over several buckets of the wheel, offered out of order.
+    for ms in [2500u64, 0, 1200, 300, 1900] {
+        q.offer(
+            ms.to_string(),
+            Duration::from_millis(ms),
+            Some(&format!("m{ms}")),
+        )
+        .await
+        .unwrap();
+    }
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        let d = q.receive(WAIT).await.unwrap().unwrap();
+        let now = c.server_time_ms().await.unwrap();
+        assert!(now >= d.due_at, "early");
+        got.push(String::from_utf8(d.payload.clone()).unwrap());
+        d.ack().await.unwrap();
+    }
+    assert_eq!(got, ["0", "300", "1200", "1900", "2500"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_id_still_waiting_or_in_flight_is_not_offered_twice() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("dedup", opts(30_000, 5)).unwrap();
+    assert_eq!(
+        q.offer("first", LONG, Some("order-1")).await.unwrap(),
+        "order-1"
+    );
+    assert_eq!(
+        q.offer("second", Duration::ZERO, Some("order-1"))
+            .await
+            .unwrap(),
+        "order-1"
+    );
+    assert_eq!(q.stats().await.unwrap().delayed, 1, "no second message");
+    assert!(q.reschedule("order-1", Duration::ZERO).await.unwrap());
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    assert_eq!(d.payload, b"first", "the first offer is kept as it was");
+    assert_eq!(
+        q.offer("third", Duration::ZERO, Some("order-1"))
+            .await
+            .unwrap(),
+        "order-1"
+    );
+    assert_eq!(
+        q.stats().await.unwrap().ready,
+        0,
+        "in flight: still no second message"
+    );
+    d.ack().await.unwrap();
+    q.offer("fourth", Duration::ZERO, Some("order-1"))
+        .await
+        .unwrap();
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    assert_eq!(d.payload, b"fourth", "after the ack the id is free again");
+    d.ack().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_message_is_never_delivered() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("cancel", opts(30_000, 5)).unwrap();
+    let generated_far = q.offer("far", LONG, None).await.unwrap();
+    let generated_near = q
+        .offer("near", Duration::from_millis(400), None)
+        .await
+        .unwrap();
+    q.offer("mine", Duration::from_millis(600), Some("mine"))
+        .await
+        .unwrap();
+    q.offer("kept", Duration::from_millis(700), Some("kept"))
+        .await
+        .unwrap();
+    assert!(q.cancel(&generated_far).await.unwrap());
+    assert!(q.cancel(&generated_near).await.unwrap());
+    assert!(q.cancel("mine").await.unwrap());
+    assert!(!q.cancel("mine").await.unwrap());
+    assert!(!q.cancel("never-offered").await.unwrap());
+    assert_eq!(q.stats().await.unwrap().delayed, 1);
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    assert_eq!(d.id, "kept");
+    d.ack().await.unwrap();
+    assert!(q
+        .receive(Some(Duration::from_millis(1500)))
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(q.stats().await.unwrap(), ReliableStats::default());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reschedule_moves_a_waiting_message() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("resched", opts(30_000, 5)).unwrap();
+    let id = q.offer("x", LONG, None).await.unwrap();
+    let soon = q
+        .offer("y", Duration::from_millis(200), None)
+        .await
+        .unwrap();
+    assert!(q.reschedule(&id, Duration::from_millis(100)).await.unwrap());
+    assert!(q.reschedule(&soon, LONG).await.unwrap());
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    assert_eq!(d.id, id);
+    d.ack().await.unwrap();
+    assert!(
+        !q.reschedule(&id, LONG).await.unwrap(),
+        "done messages cannot be rescheduled"
+    );
+    assert!(q
+        .receive(Some(Duration::from_millis(500)))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(
+        q.cancel(&soon).await.unwrap(),
+        "the rescheduled message is still found by id"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unacked_message_comes_back_after_the_visibility_timeout() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("visibility", opts(300, 5)).unwrap();
+    q.offer("x", Duration::ZERO, Some("x")).await.unwrap();
+    let first = q.receive(WAIT).await.unwrap().unwrap();
+    assert_eq!(first.attempt, 1);
+    assert!(
+        q.receive(Some(Duration::from_millis(100)))
+            .await
+            .unwrap()
+            .is_none(),
+        "invisible meanwhile"
+    );
+    let second = q.receive(WAIT).await.unwrap().unwrap();
+    assert_eq!((second.id.as_str(), second.attempt), ("x", 2));
+    assert!(
+        !first.ack().await.unwrap(),
+        "the expired delivery cannot be acked"
+    );
+    assert!(second.ack().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failing_max_attempts_times_buries_and_requeue_dead_brings_back() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("dead", opts(30_000, 3)).unwrap();
+    q.offer("poison", Duration::ZERO, Some("p")).await.unwrap();
+    for attempt in 1..=3 {
+        let d = q.receive(WAIT).await.unwrap().unwrap();
+        assert_eq!(d.attempt, attempt);
+        assert!(d.nack(None).await.unwrap());
+    }
+    assert!(q
+        .receive(Some(Duration::from_millis(300)))
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        q.stats().await.unwrap(),
+        ReliableStats {
+            dead: 1,
+            ..Default::default()
+        }
+    );
+    let dead = q.dead_letters(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (
+            dead[0].id.as_str(),
+            dead[0].payload.as_slice(),
+            dead[0].attempts
+        ),
+        ("p", &b"poison"[..], 3)
+    );
+    assert_eq!(q.requeue_dead(None).await.unwrap(), 1);
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    assert_eq!((d.id.as_str(), d.attempt), ("p", 1));
+    // Failing again: three more nacks (attempts 1 to 3) bury it again; then purge.
+    d.nack(Some(Duration::ZERO)).await.unwrap();
+    for _ in 0..2 {
+        let d = q.receive(WAIT).await.unwrap().unwrap();
+        d.nack(Some(Duration::ZERO)).await.unwrap();
+    }
+    assert_eq!(q.stats().await.unwrap().dead, 1);
+    assert_eq!(
+        q.requeue_dead(Some(&["nope".to_string()])).await.unwrap(),
+        0
+    );
+    assert_eq!(q.purge_dead().await.unwrap(), 1);
+    assert_eq!(q.stats().await.unwrap(), ReliableStats::default());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nack_waits_for_the_back_off_schedule() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let o = ReliableQueueOptions {
+        backoff: Backoff::Schedule(vec![Duration::from_millis(400), Duration::from_millis(800)]),
+        ..opts(30_000, 5)
+    };
+    let q = c.reliable_queue("backoff", o).unwrap();
+    q.offer("x", Duration::ZERO, None).await.unwrap();
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    let t0 = c.server_time_ms().await.unwrap();
+    d.nack(None).await.unwrap();
+    assert_eq!(q.stats().await.unwrap().delayed, 1);
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    let t1 = c.server_time_ms().await.unwrap();
+    assert!(t1 - t0 >= 400, "retried after {} ms", t1 - t0);
+    assert_eq!(d.attempt, 2);
+    assert!(d.due_at >= t0 + 400);
+    d.ack().await.unwrap();
+    let b = Backoff::Schedule(vec![Duration::from_secs(15), Duration::from_secs(180)]);
+    assert_eq!(b.delay_for(1), Duration::from_secs(15));
+    assert_eq!(b.delay_for(9), Duration::from_secs(180));
+    let e = Backoff::default();
+    assert!(e.delay_for(3) >= Duration::from_secs(2) && e.delay_for(3) <= Duration::from_secs(4));
+    assert!(e.delay_for(100) <= Duration::from_secs(600));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_abandoned_receive_gives_the_message_back() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("abandon", opts(30_000, 5)).unwrap();
+    for _ in 0..20 {
+        let _ = tokio::time::timeout(Duration::from_millis(10), q.receive(None)).await;
+    }
+    q.offer("x", Duration::ZERO, None).await.unwrap();
+    let d = q
+        .receive(WAIT)
+        .await
+        .unwrap()
+        .expect("not stranded in a dropped receive");
+    assert_eq!(d.attempt, 1);
+    d.ack().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn consume_acks_on_success_and_retries_failures() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("consume", opts(30_000, 5)).unwrap();
+    let n = 200u64;
+    q.offer_all((0..n).map(|i| (i.to_string(), Duration::from_millis(i % 500), None)))
+        .await
+        .unwrap();
+    let calls = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(std::sync::Mutex::new(HashMap::<String, u32>::new()));
+    let runner = {
+        let (q, calls, done) = (q.clone(), calls.clone(), done.clone());
+        tokio::spawn(async move {
+            q.consume(8, move |d| {
+                let (calls, done) = (calls.clone(), done.clone());
+                async move {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    // Every tenth message fails on its first attempt.
+                    let i: u64 = String::from_utf8_lossy(&d.payload).parse().unwrap();
+                    if i.is_multiple_of(10) && d.attempt == 1 {
+                        return Err("first attempt fails");
+                    }
+                    *done.lock().unwrap().entry(d.id.clone()).or_default() += 1;
+                    Ok(())
+                }
+            })
+            .await
+        })
+    };
+    assert!(
+        common::eventually(Duration::from_secs(15), || async {
+            q.stats().await.unwrap() == ReliableStats::default()
+                && done.lock().unwrap().len() == n as usize
+        })
+        .await,
+        "all handled: {:?}",
+        q.stats().await
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), n + n / 10);
+    q.close();
+    runner.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ten_thousand_messages_through_eight_consumers_none_lost() {
+    let server = RedisServer::start();
+    let producer = Client::connect(&server.url()).await.unwrap();
+    let p = producer.reliable_queue("many", opts(500, 10)).unwrap();
+    let n = 10_000usize;
+    let ids = p
+        .offer_all((0..n).map(|i| {
+            (
+                i.to_string(),
+                Duration::from_millis((i % 2000) as u64),
+                None,
+            )
+        }))
+        .await
+        .unwrap();
+    let mut workers = Vec::new();
+    for w in 0..8 {
+        let c = Client::connect(&server.url()).await.unwrap();
+        workers.push(tokio::spawn(async move {
+            let q = c.reliable_queue("many", opts(500, 10)).unwrap();
+            let mut seen = Vec::new();
+            let mut abandoned = 0;
+            while let Some(d) = q.receive(Some(Duration::from_secs(3))).await.unwrap() {
+                // Worker 0 "crashes" on every 50th message: never acks it.
+                if w == 0 && seen.len() % 50 == 0 && d.attempt == 1 {
+                    abandoned += 1;
+                } else {
+                    assert!(d.ack().await.unwrap() || d.attempt > 1);
+                }
+                seen.push((d.id.clone(), d.attempt));
+            }
+            (seen, abandoned)
+        }));
+    }
+    let mut count: HashMap<String, Vec<u32>> = HashMap::new();
+    let mut abandoned = 0;
+    for w in workers {
+        let (seen, a) = w.await.unwrap();
+        abandoned += a;
+        for (id, attempt) in seen {
+            count.entry(id).or_default().push(attempt);
+        }
+    }
+    assert_eq!(count.len(), n, "no message lost");
+    for id in &ids {
+        let attempts = &count[id];
+        // Every duplicate is a redelivery after an expired visibility timeout.
+        let mut sorted = attempts.clone();
+        sorted.sort();
+        assert_eq!(
+            sorted,
+            (1..=attempts.len() as u32).collect::<Vec<_>>(),
+            "{id}: {attempts:?}"
+        );
+    }
+    let redelivered: usize = count.values().map(|a| a.len() - 1).sum();
+    assert!(
+        redelivered >= abandoned,
+        "{redelivered} redeliveries for {abandoned} abandoned"
+    );
+    assert_eq!(p.stats().await.unwrap(), ReliableStats::default());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_arguments_are_refused_before_reaching_redis() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("bad", opts(1000, 5)).unwrap();
+    assert_eq!(
+        q.offer("x", Duration::MAX, None).await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        q.offer("x", LONG, Some("")).await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    let long_id = "x".repeat(257);
+    assert_eq!(
+        q.offer("x", LONG, Some(&long_id)).await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        q.cancel("").await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        q.reschedule("a", Duration::MAX).await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    for bad in [opts(0, 5), opts(1000, 0), opts(1000, 256)] {
+        assert_eq!(
+            c.reliable_queue("bad2", bad).unwrap_err().kind(),
+            ErrorKind::InvalidArgument
+        );
+    }
+    let empty = ReliableQueueOptions {
+        backoff: Backoff::Schedule(vec![]),
+        ..opts(1000, 5)
+    };
+    assert_eq!(
+        c.reliable_queue("bad3", empty).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        c.reliable_queue("", opts(1000, 5)).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(server.cli(&["DBSIZE"]), "0");
+    server.cli(&["SET", "{dq:typed}:ready", "x"]);
+    let t = c.reliable_queue("typed", opts(1000, 5)).unwrap();
+    assert_eq!(
+        t.offer("x", Duration::ZERO, None).await.unwrap_err().kind(),
+        ErrorKind::WrongType
+    );
+    assert_eq!(
+        t.receive(Some(Duration::from_millis(50)))
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::WrongType
+    );
+    assert_eq!(server.cli(&["DBSIZE"]), "1");
+    q.close();
+    assert_eq!(q.stats().await.unwrap_err().kind(), ErrorKind::Closed);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nothing_is_lost_across_a_redis_restart() {
+    let mut server = RedisServer::start_with(true);
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("restart", opts(1000, 10)).unwrap();
+    let n = 300usize;
+    q.offer_all((0..n).map(|i| {
+        (
+            i.to_string(),
+            Duration::from_millis(300 + (i as u64) * 8),
+            None,
+        )
+    }))
+    .await
+    .unwrap();
+    let consumer = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            let mut seen = HashMap::<Vec<u8>, u32>::new();
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(25);
+            while seen.len() < n && tokio::time::Instant::now() < deadline {
+                match q.receive(Some(Duration::from_millis(500))).await {
+                    Ok(Some(d)) => {
+                        if d.ack().await.is_ok() {
+                            *seen.entry(d.payload.clone()).or_default() += 1;
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+            seen
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    server.restart();
+    let seen = consumer.await.unwrap();
+    assert_eq!(seen.len(), n, "every message delivered after the restart");
+}
