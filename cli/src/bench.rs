@@ -42,6 +42,7 @@ enum Which {
     Lateness,
     Drain,
     Memory,
+    Reliable,
 }
 
 pub async fn run(url: &str, args: BenchArgs) -> Result<()> {
@@ -58,6 +59,9 @@ pub async fn run(url: &str, args: BenchArgs) -> Result<()> {
     }
     if w == Which::All || w == Which::Memory {
         memory(&client, url, &args).await?;
+    }
+    if w == Which::All || w == Which::Reliable {
+        reliable(&client, url, &args).await?;
     }
     client.close();
     Ok(())
@@ -221,33 +225,80 @@ fn unix_ms_f64() -> f64 {
 
 /// Lateness: due time to a consumer holding the value, at a steady offer rate.
 async fn lateness(client: &Client, args: &BenchArgs) -> Result<()> {
-    let total = args.rate * args.seconds;
     println!(
-        "== lateness ({} offers/s for {} s, 100 ms delay, one consumer)",
+        "== lateness, delayed queue ({} offers/s for {} s, 100 ms delay, one consumer)",
         args.rate, args.seconds
     );
     let name = fresh_name("lateness");
-    let producer = client.delayed_queue_with(
-        &name,
-        SchedulerOptions {
-            enabled: false,
-            ..Default::default()
-        },
-    )?;
+    let producer = client.delayed_queue_with(&name, no_scheduler())?;
     let consumer = client.delayed_queue(&name)?;
+    let late = measure_lateness(client, args, Probe::Delayed { producer, consumer }).await?;
+    report_lateness(late, args)
+}
+
+/// The queue a lateness run goes through.
+#[derive(Clone)]
+enum Probe {
+    Delayed {
+        producer: delayq::DelayedQueue,
+        consumer: delayq::DelayedQueue,
+    },
+    Reliable(delayq::ReliableQueue),
+}
+
+impl Probe {
+    /// Offers sequence number `seq`; returns its due time when the offer reports it.
+    async fn offer(&self, seq: u64) -> Result<Option<i64>> {
+        let delay = Duration::from_millis(100);
+        match self {
+            Probe::Delayed { producer, .. } => {
+                Ok(Some(producer.offer(seq.to_string(), delay).await?))
+            }
+            Probe::Reliable(q) => q.offer(seq.to_string(), delay, None).await.map(|_| None),
+        }
+    }
+
+    /// Takes the next value: its sequence number, and its due time when the delivery
+    /// carries it.
+    async fn take(&self) -> Result<Option<(usize, Option<i64>)>> {
+        let limit = Some(Duration::from_secs(5));
+        let (payload, due) = match self {
+            Probe::Delayed { consumer, .. } => match consumer.take(limit).await? {
+                Some(v) => (v, None),
+                None => return Ok(None),
+            },
+            Probe::Reliable(q) => match q.receive(limit).await? {
+                Some(d) => {
+                    // Acked in the background: lateness measures delivery, not the ack.
+                    let (payload, due) = (d.payload.clone(), d.due_at);
+                    tokio::spawn(async move { d.ack().await });
+                    (payload, Some(due))
+                }
+                None => return Ok(None),
+            },
+        };
+        let seq = String::from_utf8_lossy(&payload)
+            .parse()
+            .unwrap_or(usize::MAX);
+        Ok(Some((seq, due)))
+    }
+}
+
+/// Offers at a steady rate while one consumer takes; returns each value's lateness in ms
+/// (arrival by the server clock minus due time as the server computed it).
+async fn measure_lateness(client: &Client, args: &BenchArgs, probe: Probe) -> Result<Vec<f64>> {
+    let total = (args.rate * args.seconds) as usize;
     let offset = server_offset_ms(client).await?;
-    // The consumer notes when each sequence number arrived (server clock); the producer
-    // notes each due time as the server computed it. Lateness is the difference.
+    let consumer = probe.clone();
     let consume = tokio::spawn(async move {
-        let mut arrived = vec![f64::NAN; total as usize];
+        let mut arrived = vec![(f64::NAN, None); total];
         let mut got = 0;
         while got < total {
-            match consumer.take(Some(Duration::from_secs(5))).await? {
-                Some(v) => {
+            match consumer.take().await? {
+                Some((seq, due)) => {
                     let now = unix_ms_f64() + offset;
-                    let seq: usize = String::from_utf8_lossy(&v).parse().unwrap_or(usize::MAX);
                     if let Some(slot) = arrived.get_mut(seq) {
-                        *slot = now;
+                        *slot = (now, due);
                     }
                     got += 1;
                 }
@@ -259,47 +310,253 @@ async fn lateness(client: &Client, args: &BenchArgs) -> Result<()> {
     let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / args.rate as f64));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let mut offers = tokio::task::JoinSet::new();
-    for seq in 0..total {
+    for seq in 0..total as u64 {
         ticker.tick().await;
-        let producer = producer.clone();
-        offers.spawn(async move {
-            let due = producer
-                .offer(seq.to_string(), Duration::from_millis(100))
-                .await?;
-            Ok::<_, Error>((seq as usize, due))
-        });
+        let probe = probe.clone();
+        offers.spawn(async move { Ok::<_, Error>((seq as usize, probe.offer(seq).await?)) });
     }
-    let mut due = vec![0i64; total as usize];
+    let mut due = vec![None; total];
     while let Some(r) = offers.join_next().await {
         let (seq, at) = r.map_err(|e| Error::Server(e.to_string()))??;
         due[seq] = at;
     }
     let arrived = consume.await.map_err(|e| Error::Server(e.to_string()))??;
-    let mut late: Vec<f64> = arrived
+    Ok(arrived
         .iter()
         .zip(&due)
-        .filter(|(a, _)| !a.is_nan())
-        .map(|(a, d)| a - *d as f64)
-        .collect();
-    let lost = total as usize - late.len();
-    late.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let pct = |p: f64| late[((late.len() as f64 * p) as usize).min(late.len() - 1)];
+        .filter(|((a, _), _)| !a.is_nan())
+        .filter_map(|((a, from_delivery), from_offer)| {
+            from_delivery.or(*from_offer).map(|d| a - d as f64)
+        })
+        .collect())
+}
+
+fn report_lateness(mut late: Vec<f64>, args: &BenchArgs) -> Result<()> {
+    let total = (args.rate * args.seconds) as usize;
     if late.is_empty() {
         println!("no value arrived");
         return Ok(());
     }
+    late.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let pct = |p: f64| late[((late.len() as f64 * p) as usize).min(late.len() - 1)];
     // Due times are whole ms and a value is due once the server clock reaches that ms, so
     // up to 1 ms of lateness is the resolution of the due time itself.
-    println!("lateness p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (target p99 < 5 ms); {} of {} arrived, earliest {:.2} ms",
-        pct(0.50), pct(0.99), late[late.len() - 1], late.len(), total, late[0]);
     println!(
-        "limit: a due time has 1 ms resolution; the clock offset estimate is within {:.2} ms",
-        0.5
+        "lateness p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (target p99 < 5 ms); {} of {} arrived, earliest {:.2} ms",
+        pct(0.50),
+        pct(0.99),
+        late[late.len() - 1],
+        late.len(),
+        total,
+        late[0]
     );
-    if lost > 0 {
-        println!("WARNING: {lost} values did not arrive within 5 s");
+    println!("limit: due times have 1 ms resolution; the clock offset estimate adds up to 0.5 ms");
+    if late.len() < total {
+        println!(
+            "WARNING: {} values did not arrive within 5 s",
+            total - late.len()
+        );
     }
-    producer.close();
+    Ok(())
+}
+
+fn no_scheduler() -> SchedulerOptions {
+    SchedulerOptions {
+        enabled: false,
+        ..Default::default()
+    }
+}
+
+/// The reliable queue beside the classic one, in the same run: offer and receive+ack
+/// throughput, memory per waiting message, lateness.
+async fn reliable(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
+    let ops = args.ops / 2;
+    println!(
+        "== reliable queue beside the delayed queue ({ops} messages, {} in flight, {}-byte values)",
+        args.concurrency, args.value_size
+    );
+    let value = Arc::new(payload(args.value_size));
+    let classic = client.delayed_queue_with(&fresh_name("rq-classic"), no_scheduler())?;
+    let rq_opts = delayq::ReliableQueueOptions {
+        scheduler: no_scheduler(),
+        ..Default::default()
+    };
+    let reliable = client.reliable_queue(&fresh_name("rq"), rq_opts)?;
+    let per_task = ops / args.concurrency;
+    let n = per_task * args.concurrency;
+
+    let rate = |start: Instant| n as f64 / start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    run_tasks(args.concurrency, |_| {
+        let (q, v) = (classic.clone(), value.clone());
+        async move {
+            for _ in 0..per_task {
+                q.offer(&*v, Duration::ZERO).await?;
+            }
+            Ok(())
+        }
+    })
+    .await?;
+    let classic_offer = rate(start);
+    let start = Instant::now();
+    run_tasks(args.concurrency, |_| {
+        let (q, v) = (reliable.clone(), value.clone());
+        async move {
+            for _ in 0..per_task {
+                q.offer(&*v, Duration::ZERO, None).await?;
+            }
+            Ok(())
+        }
+    })
+    .await?;
+    let reliable_offer = rate(start);
+    println!("offer:         reliable {reliable_offer:>9.0}/s   delayed {classic_offer:>9.0}/s   ratio {:.2}", reliable_offer / classic_offer);
+
+    classic.transfer_now().await?;
+    let start = Instant::now();
+    run_tasks(args.concurrency, |_| {
+        let q = classic.clone();
+        async move {
+            for _ in 0..per_task {
+                q.take(Some(Duration::from_secs(5))).await?;
+            }
+            Ok(())
+        }
+    })
+    .await?;
+    let classic_take = rate(start);
+    let start = Instant::now();
+    run_tasks(args.concurrency, |_| {
+        let q = reliable.clone();
+        async move {
+            for _ in 0..per_task {
+                if let Some(d) = q.receive(Some(Duration::from_secs(5))).await? {
+                    d.ack().await?;
+                }
+            }
+            Ok(())
+        }
+    })
+    .await?;
+    let reliable_take = rate(start);
+    println!("receive+ack:   reliable {reliable_take:>9.0}/s   take    {classic_take:>9.0}/s   ratio {:.2}", reliable_take / classic_take);
+
+    // Memory: waiting messages spread over a hundred one-second buckets.
+    let mut conn = raw(url).await?;
+    let m = args.memory_entries;
+    let waiting = client.reliable_queue(
+        &fresh_name("rq-memory"),
+        delayq::ReliableQueueOptions {
+            scheduler: no_scheduler(),
+            ..Default::default()
+        },
+    )?;
+    let before = used_memory(&mut conn).await?;
+    for from in (0..m).step_by(1000) {
+        let k = (m - from).min(1000);
+        waiting
+            .offer_all((from..from + k).map(|i| {
+                (
+                    value.as_slice(),
+                    Duration::from_secs(600 + i * 100 / m.max(1)),
+                    None,
+                )
+            }))
+            .await?;
+    }
+    let after = used_memory(&mut conn).await?;
+    let mut usage = 0u64;
+    let pattern = format!(
+        "{}*",
+        waiting
+            .keys()
+            .prefix
+            .replace('{', "\\{")
+            .replace('}', "\\}")
+    );
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await?;
+        for key in keys {
+            let u: Option<u64> = redis::cmd("MEMORY")
+                .arg("USAGE")
+                .arg(&key)
+                .arg("SAMPLES")
+                .arg(0)
+                .query_async(&mut conn)
+                .await?;
+            usage += u.unwrap_or(0);
+        }
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    println!(
+        "memory per waiting message: {:.0} B by MEMORY USAGE, {:.0} B by INFO used_memory ({m} messages, {}-byte payloads; goal <= 100 B)",
+        usage as f64 / m as f64,
+        after.saturating_sub(before) as f64 / m as f64,
+        args.value_size
+    );
+    println!(
+        "lateness, reliable queue ({} offers/s for {} s, 100 ms delay, one consumer, receive+ack)",
+        args.rate, args.seconds
+    );
+    let lq = client.reliable_queue(&fresh_name("rq-lateness"), Default::default())?;
+    let late = measure_lateness(client, args, Probe::Reliable(lq.clone())).await?;
+    report_lateness(late, args)?;
+    for q in [&reliable, &waiting, &lq] {
+        let keys = q.keys();
+        let _: i64 = redis::cmd("DEL")
+            .arg(&keys.wheel)
+            .arg(&keys.near)
+            .arg(&keys.ready)
+            .arg(&keys.ids)
+            .arg(&keys.dead)
+            .arg(&keys.meta)
+            .query_async(&mut conn)
+            .await?;
+    }
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await?;
+        if !keys.is_empty() {
+            let _: i64 = redis::cmd("DEL").arg(&keys).query_async(&mut conn).await?;
+        }
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
+
+async fn run_tasks<F, Fut>(count: u64, make: F) -> Result<()>
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
+{
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..count {
+        set.spawn(make(i));
+    }
+    while let Some(r) = set.join_next().await {
+        r.map_err(|e| Error::Server(e.to_string()))??;
+    }
     Ok(())
 }
 

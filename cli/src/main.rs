@@ -2,6 +2,7 @@
 //! exit codes here; everything about queues lives in the `delayq` crate.
 
 mod bench;
+mod reliable;
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -62,9 +63,20 @@ enum Command {
         /// Longest pause between two transfer passes, in ms.
         #[arg(long, default_value_t = 1000)]
         reconcile_ms: u64,
+        /// The queues are reliable queues (`delayq reliable`), not Redisson delayed queues.
+        #[arg(long)]
+        reliable: bool,
+        /// For reliable queues: the visibility timeout in ms.
+        #[arg(long, default_value_t = 30_000)]
+        visibility_ms: u64,
+        /// For reliable queues: deliveries before a message goes to the dead letters.
+        #[arg(long, default_value_t = 5)]
+        max_attempts: u32,
     },
     /// Benchmarks (SPEC section 9); see `delayq bench --help`.
     Bench(bench::BenchArgs),
+    /// The reliable queue (ack, retries, dead letters); see `delayq reliable --help`.
+    Reliable(reliable::ReliableArgs),
 }
 
 fn main() -> ExitCode {
@@ -157,16 +169,29 @@ async fn run(cli: Cli) -> delayq::Result<()> {
         Command::Transfer {
             queues,
             reconcile_ms,
+            reliable,
+            visibility_ms,
+            max_attempts,
         } => {
             let client = delayq::Client::connect(&cli.url).await?;
             let opts = delayq::SchedulerOptions {
                 reconcile_interval: Duration::from_millis(reconcile_ms),
                 ..Default::default()
             };
-            let handles = queues
-                .iter()
-                .map(|q| client.delayed_queue_with(q, opts.clone()))
-                .collect::<delayq::Result<Vec<_>>>()?;
+            let mut handles = Vec::new();
+            for q in &queues {
+                if reliable {
+                    let ropts = delayq::ReliableQueueOptions {
+                        visibility_timeout: Duration::from_millis(visibility_ms),
+                        max_attempts,
+                        scheduler: opts.clone(),
+                        ..Default::default()
+                    };
+                    handles.push(Handle::Reliable(client.reliable_queue(q, ropts)?));
+                } else {
+                    handles.push(Handle::Delayed(client.delayed_queue_with(q, opts.clone())?));
+                }
+            }
             eprintln!(
                 "delayq: moving due entries of {} on {} (Ctrl-C to stop)",
                 queues.join(", "),
@@ -178,7 +203,15 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             Ok(())
         }
         Command::Bench(args) => bench::run(&cli.url, args).await,
+        Command::Reliable(args) => reliable::run(&cli.url, cli.base64, args).await,
     }
+}
+
+/// Keeps queue handles (and so their transfer tasks) alive.
+#[allow(dead_code)]
+enum Handle {
+    Delayed(delayq::DelayedQueue),
+    Reliable(delayq::ReliableQueue),
 }
 
 fn no_scheduler() -> delayq::SchedulerOptions {
@@ -188,7 +221,7 @@ fn no_scheduler() -> delayq::SchedulerOptions {
     }
 }
 
-fn read_stdin() -> delayq::Result<Vec<u8>> {
+pub(crate) fn read_stdin() -> delayq::Result<Vec<u8>> {
     let mut buf = Vec::new();
     std::io::stdin().read_to_end(&mut buf).map_err(io_error)?;
     if buf.last() == Some(&b'\n') {
@@ -200,7 +233,7 @@ fn read_stdin() -> delayq::Result<Vec<u8>> {
     Ok(buf)
 }
 
-fn decode_input(value: Vec<u8>, base64: bool) -> delayq::Result<Vec<u8>> {
+pub(crate) fn decode_input(value: Vec<u8>, base64: bool) -> delayq::Result<Vec<u8>> {
     if !base64 {
         return Ok(value);
     }
@@ -210,7 +243,7 @@ fn decode_input(value: Vec<u8>, base64: bool) -> delayq::Result<Vec<u8>> {
         .map_err(|e| delayq::Error::InvalidArgument(format!("value is not base64: {e}")))
 }
 
-fn encode_output(value: &[u8], base64: bool) -> Vec<u8> {
+pub(crate) fn encode_output(value: &[u8], base64: bool) -> Vec<u8> {
     if base64 {
         base64::engine::general_purpose::STANDARD
             .encode(value)
@@ -220,6 +253,6 @@ fn encode_output(value: &[u8], base64: bool) -> Vec<u8> {
     }
 }
 
-fn io_error(e: std::io::Error) -> delayq::Error {
+pub(crate) fn io_error(e: std::io::Error) -> delayq::Error {
     delayq::Error::Connection(format!("I/O error: {e}"))
 }

@@ -196,7 +196,7 @@ impl Delivery {
     /// false when this delivery had already ended (acked or nacked before, or its
     /// visibility timeout passed and the message went back to the queue).
     pub async fn ack(&self) -> Result<bool> {
-        self.queue.ack(&self.receipt).await
+        self.queue.ack(&self.receipt, &self.id).await
     }
 
     /// Gives the message back for a retry after `delay` (default: the queue's back-off
@@ -458,10 +458,10 @@ impl ReliableQueue {
         }
     }
 
-    async fn ack(&self, receipt: &str) -> Result<bool> {
+    async fn ack(&self, receipt: &str, id: &str) -> Result<bool> {
         self.check_open()?;
         let mut call = self.invocation(&scripts::RELIABLE_ACK);
-        call.arg(receipt);
+        call.arg(receipt).arg(id);
         let n: i64 = call.invoke_async(&mut self.commands()).await?;
         Ok(n == 1)
     }

@@ -1,9 +1,12 @@
 -- Acknowledge a delivery: the message is done.
 -- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua.
--- ARGV[3] stream entry id of the delivery
+-- ARGV[3] stream entry id of the delivery, ARGV[4] message id
 -- Returns 1, or 0 when the delivery was no longer pending (already acked, or taken back
 -- after its visibility timeout and delivered again).
-local fields = finish_delivery(ARGV[3])
-if not fields then return 0 end
-if tonumber(fields['f']) == INDEXED then redis.call('HDEL', IDS, fields['i']) end
+if redis.call('EXISTS', READY) == 0 then return 0 end
+if redis.call('XACK', READY, GROUP, ARGV[3]) == 0 then return 0 end
+redis.call('XDEL', READY, ARGV[3])
+-- Only indexed ids have an entry; while this delivery was pending no other message could
+-- hold the id (offers of it were de-duplicated).
+redis.call('HDEL', IDS, ARGV[4])
 return 1

@@ -48,28 +48,33 @@ for i = 1, #due, 2 do
 end
 done = done + #due / 2
 
--- 3. Deliveries past their visibility timeout come back.
+-- 3. Deliveries past their visibility timeout come back. The pending list is in delivery
+-- order (a redelivery is a new stream entry), so when its oldest entry has not expired,
+-- none has, and the scan is skipped.
 local wake = next_wake()
 if redis.call('EXISTS', READY) == 1 then
-  local claimed = redis.call('XAUTOCLAIM', READY, GROUP, 'delayq-reaper', visibility, '0-0', 'COUNT', batch)
-  for _, row in ipairs(claimed[2]) do
-    local sid, kv = row[1], row[2]
-    redis.call('XACK', READY, GROUP, sid)
-    redis.call('XDEL', READY, sid)
-    if kv then
-      local f = {}
-      for i = 1, #kv, 2 do f[kv[i]] = kv[i + 1] end
-      local attempts = tonumber(f['a']) + 1
-      if attempts >= max_attempts then
-        bury(f['i'], tonumber(f['f']), attempts, f['p'], now)
-      else
-        make_ready(f['i'], tonumber(f['f']), attempts, tonumber(f['d']), f['p'])
+  local oldest = redis.call('XPENDING', READY, GROUP, '-', '+', 1)
+  if oldest[1] and tonumber(oldest[1][3]) >= visibility then
+    local claimed = redis.call('XAUTOCLAIM', READY, GROUP, 'delayq-reaper', visibility, '0-0', 'COUNT', math.min(batch, 100))
+    for _, row in ipairs(claimed[2]) do
+      local sid, kv = row[1], row[2]
+      redis.call('XACK', READY, GROUP, sid)
+      redis.call('XDEL', READY, sid)
+      if kv then
+        local f = {}
+        for i = 1, #kv, 2 do f[kv[i]] = kv[i + 1] end
+        local attempts = tonumber(f['a']) + 1
+        if attempts >= max_attempts then
+          bury(f['i'], tonumber(f['f']), attempts, f['p'], now)
+        else
+          make_ready(f['i'], tonumber(f['f']), attempts, tonumber(f['d']), f['p'])
+        end
+        done = done + 1
       end
-      done = done + 1
     end
+    oldest = redis.call('XPENDING', READY, GROUP, '-', '+', 1)
   end
   -- Wake again when the oldest delivery still pending would expire.
-  local oldest = redis.call('XPENDING', READY, GROUP, '-', '+', 1)
   if oldest[1] then
     local expires = now + math.max(visibility - tonumber(oldest[1][3]), 0)
     if wake < 0 or expires < wake then wake = expires end

@@ -1,0 +1,196 @@
+//! `delayq reliable ...`: the reliable queue from the command line.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use delayq::{Client, ReliableQueueOptions, Result, SchedulerOptions};
+
+use crate::{decode_input, encode_output, io_error, read_stdin};
+
+#[derive(Args)]
+pub struct ReliableArgs {
+    /// Visibility timeout of received messages, in ms.
+    #[arg(long, global = true, default_value_t = 30_000)]
+    visibility_ms: u64,
+    /// Deliveries before a message goes to the dead letters.
+    #[arg(long, global = true, default_value_t = 5)]
+    max_attempts: u32,
+    #[command(subcommand)]
+    command: ReliableCommand,
+}
+
+#[derive(Subcommand)]
+enum ReliableCommand {
+    /// Offer a message; prints its id.
+    Offer {
+        queue: String,
+        delay_ms: u64,
+        /// The payload; read from stdin when absent (one trailing newline is dropped).
+        value: Option<String>,
+        /// The message id (default: a generated one). An id still waiting or in flight is
+        /// not offered twice.
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Receive messages, print one per line, and ack each (unless --no-ack).
+    Receive {
+        queue: String,
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        #[arg(long, default_value_t = 1)]
+        count: u64,
+        /// Print `id<TAB>attempt<TAB>value` instead of the value alone.
+        #[arg(long)]
+        show_id: bool,
+        /// Leave the messages in flight: they come back after the visibility timeout.
+        #[arg(long)]
+        no_ack: bool,
+        /// After receiving, keep running (holding the messages) until killed.
+        #[arg(long)]
+        hold: bool,
+    },
+    /// Remove a message that has not come due; prints true or false.
+    Cancel { queue: String, id: String },
+    /// Move a message that has not come due; prints true or false.
+    Reschedule {
+        queue: String,
+        id: String,
+        delay_ms: u64,
+    },
+    /// Print the counts: delayed, ready, in_flight, dead.
+    Stats { queue: String },
+    /// Print dead letters as `id<TAB>attempts<TAB>value`.
+    Dead {
+        queue: String,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Make dead letters ready again (the given ids, or all); prints the count.
+    RequeueDead { queue: String, ids: Vec<String> },
+    /// Delete every dead letter; prints the count.
+    PurgeDead { queue: String },
+}
+
+pub async fn run(url: &str, base64: bool, args: ReliableArgs) -> Result<()> {
+    let client = Client::connect(url).await?;
+    let mut opts = ReliableQueueOptions {
+        visibility_timeout: Duration::from_millis(args.visibility_ms),
+        max_attempts: args.max_attempts,
+        ..Default::default()
+    };
+    let consuming = matches!(args.command, ReliableCommand::Receive { .. });
+    if !consuming {
+        opts.scheduler = SchedulerOptions {
+            enabled: false,
+            ..Default::default()
+        };
+    }
+    let mut out = std::io::stdout();
+    let mut line = |text: Vec<u8>| -> Result<()> {
+        out.write_all(&text)
+            .and_then(|_| out.write_all(b"\n"))
+            .and_then(|_| out.flush())
+            .map_err(io_error)
+    };
+    match args.command {
+        ReliableCommand::Offer {
+            queue,
+            delay_ms,
+            value,
+            id,
+        } => {
+            let q = client.reliable_queue(&queue, opts)?;
+            let value = decode_input(
+                match value {
+                    Some(v) => v.into_bytes(),
+                    None => read_stdin()?,
+                },
+                base64,
+            )?;
+            let id = q
+                .offer(value, Duration::from_millis(delay_ms), id.as_deref())
+                .await?;
+            line(id.into_bytes())?;
+        }
+        ReliableCommand::Receive {
+            queue,
+            timeout_ms,
+            count,
+            show_id,
+            no_ack,
+            hold,
+        } => {
+            let q = client.reliable_queue(&queue, opts)?;
+            let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+            for _ in 0..count {
+                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                if left == Some(Duration::ZERO) {
+                    break;
+                }
+                let Some(d) = q.receive(left).await? else {
+                    break;
+                };
+                let mut text = Vec::new();
+                if show_id {
+                    text.extend_from_slice(format!("{}\t{}\t", d.id, d.attempt).as_bytes());
+                }
+                text.extend(encode_output(&d.payload, base64));
+                if !no_ack {
+                    d.ack().await?;
+                }
+                line(text)?;
+            }
+            if hold {
+                std::future::pending::<()>().await;
+            }
+        }
+        ReliableCommand::Cancel { queue, id } => {
+            let q = client.reliable_queue(&queue, opts)?;
+            line(q.cancel(&id).await?.to_string().into_bytes())?;
+        }
+        ReliableCommand::Reschedule {
+            queue,
+            id,
+            delay_ms,
+        } => {
+            let q = client.reliable_queue(&queue, opts)?;
+            let moved = q.reschedule(&id, Duration::from_millis(delay_ms)).await?;
+            line(moved.to_string().into_bytes())?;
+        }
+        ReliableCommand::Stats { queue } => {
+            let s = client.reliable_queue(&queue, opts)?.stats().await?;
+            line(
+                format!(
+                    "delayed {}\nready {}\nin_flight {}\ndead {}",
+                    s.delayed, s.ready, s.in_flight, s.dead
+                )
+                .into_bytes(),
+            )?;
+        }
+        ReliableCommand::Dead { queue, limit } => {
+            for d in client
+                .reliable_queue(&queue, opts)?
+                .dead_letters(limit)
+                .await?
+            {
+                let mut text = format!("{}\t{}\t", d.id, d.attempts).into_bytes();
+                text.extend(encode_output(&d.payload, base64));
+                line(text)?;
+            }
+        }
+        ReliableCommand::RequeueDead { queue, ids } => {
+            let q = client.reliable_queue(&queue, opts)?;
+            let n = q
+                .requeue_dead((!ids.is_empty()).then_some(ids.as_slice()))
+                .await?;
+            line(n.to_string().into_bytes())?;
+        }
+        ReliableCommand::PurgeDead { queue } => {
+            let n = client.reliable_queue(&queue, opts)?.purge_dead().await?;
+            line(n.to_string().into_bytes())?;
+        }
+    }
+    client.close();
+    Ok(())
+}

@@ -1,0 +1,174 @@
+//! `delayq reliable` as separate processes: a consumer killed with SIGKILL loses nothing.
+
+#[path = "../../core/tests/common/mod.rs"]
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+
+use common::RedisServer;
+
+fn delayq(server: &RedisServer, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--url", &server.url()])
+        .args(args)
+        .output()
+        .expect("run delayq")
+}
+
+fn text(o: &Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn a_consumer_killed_while_holding_messages_loses_none() {
+    let server = RedisServer::start();
+    for i in 0..20 {
+        text(&delayq(
+            &server,
+            &[
+                "reliable",
+                "offer",
+                "jobs",
+                "0",
+                &format!("job-{i}"),
+                "--id",
+                &format!("j{i}"),
+            ],
+        ));
+    }
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "--url",
+            &server.url(),
+            "reliable",
+            "receive",
+            "jobs",
+            "--count",
+            "5",
+        ])
+        .args(["--no-ack", "--hold", "--show-id", "--visibility-ms", "1000"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    let held: Vec<String> = (0..5).map(|_| lines.next().unwrap().unwrap()).collect();
+    assert_eq!(
+        text(&delayq(&server, &["reliable", "stats", "jobs"])),
+        "delayed 0\nready 15\nin_flight 5\ndead 0\n"
+    );
+    holder.kill().unwrap(); // SIGKILL
+    holder.wait().unwrap();
+    let out = text(&delayq(
+        &server,
+        &[
+            "reliable",
+            "receive",
+            "jobs",
+            "--count",
+            "20",
+            "--timeout-ms",
+            "15000",
+            "--show-id",
+            "--visibility-ms",
+            "1000",
+        ],
+    ));
+    let mut attempts: HashMap<String, u32> = HashMap::new();
+    for line in out.lines() {
+        let mut parts = line.split('\t');
+        let (id, attempt) = (parts.next().unwrap(), parts.next().unwrap());
+        attempts.insert(id.to_owned(), attempt.parse().unwrap());
+    }
+    assert_eq!(attempts.len(), 20, "every message delivered: {out}");
+    for line in held {
+        let id = line.split('\t').next().unwrap();
+        assert_eq!(
+            attempts[id], 2,
+            "{id} came back after the visibility timeout"
+        );
+    }
+    assert_eq!(
+        text(&delayq(&server, &["reliable", "stats", "jobs"])),
+        "delayed 0\nready 0\nin_flight 0\ndead 0\n"
+    );
+}
+
+#[test]
+fn cancel_reschedule_and_dead_letters_from_the_command_line() {
+    let server = RedisServer::start();
+    let id = text(&delayq(
+        &server,
+        &["reliable", "offer", "cmd", "600000", "later"],
+    ));
+    let id = id.trim();
+    assert_eq!(
+        text(&delayq(
+            &server,
+            &["reliable", "reschedule", "cmd", id, "0"]
+        )),
+        "true\n"
+    );
+    assert_eq!(
+        text(&delayq(&server, &["reliable", "cancel", "cmd", "nope"])),
+        "false\n"
+    );
+    let got = text(&delayq(
+        &server,
+        &[
+            "reliable",
+            "receive",
+            "cmd",
+            "--timeout-ms",
+            "5000",
+            "--max-attempts",
+            "1",
+            "--no-ack",
+            "--visibility-ms",
+            "200",
+        ],
+    ));
+    assert_eq!(got, "later\n");
+    // With one attempt allowed, the expired delivery goes to the dead letters.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut dead = String::new();
+    while std::time::Instant::now() < deadline {
+        // A transfer pass (run by this short-lived consumer) buries the expired delivery.
+        delayq(
+            &server,
+            &[
+                "reliable",
+                "receive",
+                "cmd",
+                "--timeout-ms",
+                "300",
+                "--max-attempts",
+                "1",
+                "--visibility-ms",
+                "200",
+            ],
+        );
+        dead = text(&delayq(&server, &["reliable", "dead", "cmd"]));
+        if !dead.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(dead, format!("{id}\t1\tlater\n"));
+    assert_eq!(
+        text(&delayq(&server, &["reliable", "requeue-dead", "cmd"])),
+        "1\n"
+    );
+    assert_eq!(
+        text(&delayq(
+            &server,
+            &["reliable", "receive", "cmd", "--timeout-ms", "5000"]
+        )),
+        "later\n"
+    );
+    assert_eq!(
+        text(&delayq(&server, &["reliable", "purge-dead", "cmd"])),
+        "0\n"
+    );
+}
