@@ -65,6 +65,29 @@ impl RedisServer {
         server
     }
 
+    /// A node for a Redis Cluster (cluster mode on, not yet joined).
+    pub fn start_cluster_node() -> Self {
+        ensure_installed();
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("delayq-test-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let extra = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+        ];
+        let mut server = RedisServer {
+            port,
+            dir,
+            aof: false,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+        };
+        server.spawn();
+        server
+    }
+
     /// A server with the append-only file on (fsync always), for restart tests.
     pub fn start_with(aof: bool) -> Self {
         ensure_installed();
