@@ -1,15 +1,15 @@
 //! [`DelayedQueue`]: Redisson's `RDelayedQueue` layout, driven from Rust.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
 use crate::codec;
 use crate::delay::{check_value, delay_to_millis};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::handle::Handle;
 use crate::keys::DelayedKeys;
 use crate::scheduler::{self, SchedulerGuard, SchedulerOptions, TransferOutcome};
 use crate::scripts;
@@ -37,11 +37,9 @@ pub struct DelayedQueue {
 }
 
 struct QueueInner {
-    client: Client,
+    handle: Handle,
     keys: DelayedKeys,
     opts: SchedulerOptions,
-    token: CancellationToken,
-    scheduler: Mutex<Option<Arc<SchedulerGuard>>>,
 }
 
 impl std::fmt::Debug for DelayedQueue {
@@ -59,14 +57,11 @@ impl DelayedQueue {
         opts: SchedulerOptions,
         scheduler: Option<Arc<SchedulerGuard>>,
     ) -> Self {
-        let token = client.inner.token.child_token();
         DelayedQueue {
             inner: Arc::new(QueueInner {
-                client,
+                handle: Handle::new(client, scheduler),
                 keys,
                 opts,
-                token,
-                scheduler: Mutex::new(scheduler),
             }),
         }
     }
@@ -82,15 +77,11 @@ impl DelayedQueue {
     }
 
     fn check_open(&self) -> Result<()> {
-        if self.inner.token.is_cancelled() {
-            self.inner.client.check_open()?;
-            return Err(Error::Closed("the queue handle is closed"));
-        }
-        Ok(())
+        self.inner.handle.check_open()
     }
 
     fn commands(&self) -> impl ConnectionLike + Send + Clone + 'static {
-        self.inner.client.inner.conn.commands()
+        self.inner.handle.commands()
     }
 
     /// Offers `value` to be delivered after `delay`. Returns the due time in Unix ms, as
@@ -220,42 +211,30 @@ impl DelayedQueue {
             Some(t) => format!("{:.3}", t.as_secs_f64().max(0.001)),
             None => "0".to_owned(),
         };
-        let conn = self.inner.client.inner.conn.clone();
-        let mut dedicated = conn.dedicated().await?;
-        let dest = self.inner.keys.destination.clone();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.inner.client.inner.runtime.spawn(async move {
-            let reply: redis::RedisResult<Option<(Vec<u8>, Vec<u8>)>> = redis::cmd("BLPOP")
-                .arg(&dest)
-                .arg(&secs)
-                .query_async(&mut dedicated)
-                .await;
-            let healthy = reply.is_ok();
-            if let Err(Ok(Some((_, value)))) = tx.send(reply) {
-                // Nobody waits any more: give the value back, at the head where it was.
-                let back: redis::RedisResult<i64> = redis::cmd("LPUSH")
-                    .arg(&dest)
-                    .arg(&value)
-                    .query_async(&mut dedicated)
-                    .await;
-                if let Err(e) = back {
-                    tracing::error!(queue = %dest, error = %e, "could not return a value taken by a cancelled take");
-                }
-            }
-            if healthy {
-                conn.release(dedicated);
-            }
-        });
-        tokio::select! {
-            reply = rx => match reply {
-                Ok(reply) => Ok(reply?.map(|(_, value)| value)),
-                Err(_) => Err(Error::Connection("the blocking take was interrupted".into())),
-            },
-            _ = self.inner.token.cancelled() => {
-                self.inner.client.check_open()?;
-                Err(Error::Closed("the queue handle was closed during take"))
-            }
-        }
+        let (dest, dest_back) = (
+            self.inner.keys.destination.clone(),
+            self.inner.keys.destination.clone(),
+        );
+        self.inner
+            .handle
+            .blocking(
+                "take",
+                move |mut conn| async move {
+                    let reply: redis::RedisResult<Option<(Vec<u8>, Vec<u8>)>> =
+                        redis::cmd("BLPOP").arg(&dest).arg(&secs).query_async(&mut conn).await;
+                    (conn, reply.map(|r| r.map(|(_, value)| value)).map_err(Into::into))
+                },
+                move |value, mut conn| async move {
+                    // At the head, where it was.
+                    let back: redis::RedisResult<i64> =
+                        redis::cmd("LPUSH").arg(&dest_back).arg(&value).query_async(&mut conn).await;
+                    if let Err(e) = back {
+                        tracing::error!(queue = %dest_back, error = %e, "could not return a value taken by a cancelled take");
+                    }
+                    conn
+                },
+            )
+            .await
     }
 
     /// Counts of waiting, ready and corrupt entries.
@@ -293,7 +272,6 @@ impl DelayedQueue {
     /// (and a pending `take`) with [`Error::Closed`]. Other handles are unaffected.
     /// Idempotent.
     pub fn close(&self) {
-        self.inner.token.cancel();
-        self.inner.scheduler.lock().expect("scheduler lock").take();
+        self.inner.handle.close();
     }
 }

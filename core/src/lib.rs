@@ -23,6 +23,7 @@ mod connection;
 pub mod delay;
 mod delayed_queue;
 mod error;
+mod handle;
 pub mod keys;
 mod reliable_queue;
 mod scheduler;

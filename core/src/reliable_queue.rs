@@ -8,17 +8,17 @@
 //! pending-entries list tracks what is in flight.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use redis::aio::ConnectionLike;
 use redis::Value;
-use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
 use crate::delay::{check_value, delay_to_millis};
 use crate::error::{Error, Result};
+use crate::handle::Handle;
 use crate::keys::ReliableKeys;
 use crate::scheduler::{SchedulerGuard, SchedulerOptions, TransferOutcome};
 use crate::scripts;
@@ -220,11 +220,9 @@ pub struct ReliableQueue {
 }
 
 struct QueueInner {
-    client: Client,
+    handle: Handle,
     keys: ReliableKeys,
     opts: ReliableQueueOptions,
-    token: CancellationToken,
-    scheduler: Mutex<Option<Arc<SchedulerGuard>>>,
 }
 
 impl std::fmt::Debug for ReliableQueue {
@@ -290,14 +288,11 @@ impl ReliableQueue {
         opts: ReliableQueueOptions,
         scheduler: Option<Arc<SchedulerGuard>>,
     ) -> Self {
-        let token = client.inner.token.child_token();
         ReliableQueue {
             inner: Arc::new(QueueInner {
-                client,
+                handle: Handle::new(client, scheduler),
                 keys,
                 opts,
-                token,
-                scheduler: Mutex::new(scheduler),
             }),
         }
     }
@@ -318,15 +313,11 @@ impl ReliableQueue {
     }
 
     fn check_open(&self) -> Result<()> {
-        if self.inner.token.is_cancelled() {
-            self.inner.client.check_open()?;
-            return Err(Error::Closed("the queue handle is closed"));
-        }
-        Ok(())
+        self.inner.handle.check_open()
     }
 
     fn commands(&self) -> impl ConnectionLike + Send + Clone + 'static {
-        self.inner.client.inner.conn.commands()
+        self.inner.handle.commands()
     }
 
     fn invocation<'a>(&'a self, script: &'a redis::Script) -> redis::ScriptInvocation<'a> {
@@ -420,42 +411,31 @@ impl ReliableQueue {
             Some(t) => t.as_millis().clamp(1, u64::MAX as u128) as u64,
             None => 0,
         };
-        let conn = self.inner.client.inner.conn.clone();
-        let mut dedicated = conn.dedicated().await?;
         let queue = self.clone();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.inner.client.inner.runtime.spawn(async move {
-            let mut reply = read_group(&mut dedicated, &queue, block_ms).await;
-            if let Err(e) = &reply {
-                if e.to_string().contains("NOGROUP") {
-                    let created = create_group(&mut dedicated, &queue.inner.keys.ready).await;
-                    reply = match created {
-                        Ok(()) => read_group(&mut dedicated, &queue, block_ms).await,
-                        Err(e) => Err(e),
-                    };
-                }
-            }
-            let healthy = reply.is_ok();
-            if let Err(Ok(Some(delivery))) = tx.send(reply) {
-                // Nobody waits any more: give the message back untouched.
-                if let Err(e) = queue.nack(&delivery.receipt, Duration::ZERO, false).await {
-                    tracing::warn!(queue = %queue.name(), error = %e, "could not give back an abandoned delivery; it returns after the visibility timeout");
-                }
-            }
-            if healthy {
-                conn.release(dedicated);
-            }
-        });
-        tokio::select! {
-            reply = rx => match reply {
-                Ok(reply) => reply,
-                Err(_) => Err(Error::Connection("the blocking receive was interrupted".into())),
-            },
-            _ = self.inner.token.cancelled() => {
-                self.inner.client.check_open()?;
-                Err(Error::Closed("the queue handle was closed during receive"))
-            }
-        }
+        self.inner
+            .handle
+            .blocking(
+                "receive",
+                move |mut conn| async move {
+                    let mut reply = read_group(&mut conn, &queue, block_ms).await;
+                    if matches!(&reply, Err(e) if e.to_string().contains("NOGROUP")) {
+                        reply = match create_group(&mut conn, &queue.inner.keys.ready).await {
+                            Ok(()) => read_group(&mut conn, &queue, block_ms).await,
+                            Err(e) => Err(e),
+                        };
+                    }
+                    (conn, reply)
+                },
+                |delivery: Delivery, conn| async move {
+                    // Given back untouched: not counted as an attempt.
+                    let queue = &delivery.queue;
+                    if let Err(e) = queue.give_back(&delivery.receipt, Duration::ZERO, false).await {
+                        tracing::warn!(queue = %queue.name(), error = %e, "could not give back an abandoned delivery; it returns after the visibility timeout");
+                    }
+                    conn
+                },
+            )
+            .await
     }
 
     async fn ack(&self, receipt: &str, id: &str) -> Result<bool> {
@@ -468,6 +448,12 @@ impl ReliableQueue {
 
     async fn nack(&self, receipt: &str, delay: Duration, count_attempt: bool) -> Result<bool> {
         self.check_open()?;
+        self.give_back(receipt, delay, count_attempt).await
+    }
+
+    /// Ends a delivery with a retry (or burial), even on a closed handle: used to return
+    /// a delivery nobody waits for any more.
+    async fn give_back(&self, receipt: &str, delay: Duration, count_attempt: bool) -> Result<bool> {
         let ms = delay_to_millis(delay)?;
         let mut call = self.invocation(&scripts::RELIABLE_NACK);
         call.key(&self.inner.keys.channel)
@@ -641,8 +627,7 @@ impl ReliableQueue {
     /// Closes this handle: stops its share of the transfer task and fails later calls
     /// (and a pending `receive`) with [`Error::Closed`]. Idempotent.
     pub fn close(&self) {
-        self.inner.token.cancel();
-        self.inner.scheduler.lock().expect("scheduler lock").take();
+        self.inner.handle.close();
     }
 }
 
@@ -670,7 +655,7 @@ async fn read_group(
     let reply: Value = redis::cmd("XREADGROUP")
         .arg("GROUP")
         .arg(GROUP)
-        .arg(queue.inner.client.consumer_name())
+        .arg(queue.inner.handle.client.consumer_name())
         .arg("COUNT")
         .arg(1)
         .arg("BLOCK")
