@@ -505,6 +505,40 @@ async fn reliable(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
         after.saturating_sub(before) as f64 / m as f64,
         args.value_size
     );
+    // Wake-up: a consumer blocked in receive, a message made ready by an offer with no
+    // delay; from the offer call to the consumer holding it.
+    let wq = client.reliable_queue(
+        &fresh_name("rq-wake"),
+        delayq::ReliableQueueOptions {
+            scheduler: no_scheduler(),
+            ..Default::default()
+        },
+    )?;
+    let mut wakes = Vec::new();
+    for i in 0..500u32 {
+        let consumer = wq.clone();
+        let waiting = tokio::spawn(async move {
+            let d = consumer.receive(Some(Duration::from_secs(5))).await?;
+            let at = Instant::now();
+            if let Some(d) = d {
+                d.ack().await?;
+            }
+            Ok::<_, Error>(at)
+        });
+        // Let the receive reach the server and block there.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let start = Instant::now();
+        wq.offer(i.to_string(), Duration::ZERO, None).await?;
+        let at = waiting.await.map_err(|e| Error::Server(e.to_string()))??;
+        wakes.push(at.saturating_duration_since(start).as_secs_f64() * 1000.0);
+    }
+    wakes.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "receive wake-up (offer call to consumer holding it, 500 runs): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (target < 5 ms)",
+        wakes[250],
+        wakes[495],
+        wakes[499]
+    );
     println!(
         "lateness, reliable queue ({} offers/s for {} s, 100 ms delay, one consumer, receive+ack)",
         args.rate, args.seconds
@@ -512,7 +546,7 @@ async fn reliable(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
     let lq = client.reliable_queue(&fresh_name("rq-lateness"), Default::default())?;
     let late = measure_lateness(client, args, Probe::Reliable(lq.clone())).await?;
     report_lateness(late, args)?;
-    for q in [&reliable, &waiting, &lq] {
+    for q in [&reliable, &waiting, &lq, &wq] {
         let keys = q.keys();
         let _: i64 = redis::cmd("DEL")
             .arg(&keys.wheel)
