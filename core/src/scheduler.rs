@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use redis::aio::ConnectionLike;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -203,7 +203,12 @@ async fn run(
     let mut backoff = Backoff::new();
     tracing::debug!(queue = %job.name(), "transfer task started");
     loop {
-        let pause = match job.pass(&mut commands, opts.batch_size).await {
+        // A panic in a pass (a bug, or a reply we did not expect) must not end the task.
+        let pass = std::panic::AssertUnwindSafe(job.pass(&mut commands, opts.batch_size))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| Err(crate::Error::Server("transfer pass panicked".into())));
+        let pause = match pass {
             Ok(outcome) => {
                 backoff.reset();
                 if outcome.moved > 0 {
