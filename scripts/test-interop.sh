@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Cross-language interop tests (SPEC section 8), run as a sequence of steps; each step is
+# one function below, listed in STEPS. Every step starts its own redis-server processes
+# on free loopback ports. Works from any cwd; installs what it needs (Redis from Debian,
+# Maven artifacts from Maven Central). Exits non-zero when any step fails.
+set -euo pipefail
+# Steps run inside `if`, where bash ignores `set -e`: each command that can fail in a step
+# says `|| return 1`, and a step's status is that of its last command.
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+
+step() { printf '\n==> interop: %s\n' "$*"; }
+
+# The delayq CLI, built once for every step that needs it: the default workspace
+# target/ unless CARGO_TARGET_DIR says otherwise.
+DELAYQ_CLI=""
+build_cli() {
+  if [ -n "$DELAYQ_CLI" ]; then return 0; fi
+  step "build the delayq CLI"
+  cargo build -p delayq-cli || return 1
+  local target="${CARGO_TARGET_DIR:-target}"
+  case "$target" in /*) ;; *) target="$ROOT/$target" ;; esac
+  DELAYQ_CLI="$target/debug/delayq"
+  [ -x "$DELAYQ_CLI" ] || { echo "delayq CLI not found at $DELAYQ_CLI" >&2; return 1; }
+}
+
+# Redisson's RDelayedQueue (Maven Central) against the delayq CLI, both directions:
+# tests/interop/redisson/ (JUnit 5; Surefire prints the summary).
+step_redisson() {
+  build_cli || return 1
+  step "Redisson compatibility (tests/interop/redisson)"
+  command -v mvn >/dev/null || { echo "mvn (Maven 3.8+) is required" >&2; return 1; }
+  mvn -B -ntp -f "$ROOT/tests/interop/redisson/pom.xml" test -Ddelayq.cli="$DELAYQ_CLI"
+}
+
+STEPS=(step_redisson)
+
+bash "$ROOT/scripts/ensure-redis.sh"
+failed=()
+for s in "${STEPS[@]}"; do
+  if ! "$s"; then
+    failed+=("$s")
+  fi
+done
+if [ "${#failed[@]}" -gt 0 ]; then
+  printf '\ninterop: FAILED steps: %s\n' "${failed[*]}" >&2
+  exit 1
+fi
+printf '\ninterop: all steps passed\n'
