@@ -100,8 +100,13 @@ final class DelayqCli implements AutoCloseable {
 
     /** Starts {@code delayq transfer QUEUE}: delayq's scheduler alone, until closed. */
     Process transfer(String queue) throws IOException {
+        return transfer(queue, Duration.ofSeconds(1));
+    }
+
+    /** {@code delayq transfer QUEUE --reconcile-ms R}: a long R leaves only the channel and timers to wake it. */
+    Process transfer(String queue, Duration reconcile) throws IOException {
         Path log = Files.createTempFile("delayq-transfer-", ".log");
-        ProcessBuilder b = builder(List.of("transfer", queue, "--reconcile-ms", "1000"))
+        ProcessBuilder b = builder(List.of("transfer", queue, "--reconcile-ms", String.valueOf(reconcile.toMillis())))
                 .redirectErrorStream(true).redirectOutput(log.toFile());
         b.environment().put("RUST_LOG", "delayq=info");
         Process p = b.start();

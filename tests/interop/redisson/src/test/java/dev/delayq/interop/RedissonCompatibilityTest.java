@@ -275,6 +275,13 @@ class RedissonCompatibilityTest {
 
         assertTrue(delayed.remove(flavor.toRedisson(d)), "Redisson remove() of its own entry");
         assertEquals(3, cli.delayed(q), "delayq's count after Redisson removed its own entry");
+
+        // Redisson's peek() and poll() of the waiting entries read delayq's entry at the head.
+        assertArrayEquals(a, flavor.fromRedisson(delayed.peek()), "Redisson peek() of delayq's first entry");
+        assertArrayEquals(a, flavor.fromRedisson(delayed.poll()), "Redisson poll() of delayq's first entry");
+        assertEquals(2, cli.delayed(q), "delayq's count after Redisson polled a waiting entry");
+        assertEquals(2, r.getScoredSortedSet(Keys.timeoutSet(q), ByteArrayCodec.INSTANCE).size(),
+                "the polled entry left the timeout set too");
         delayed.delete();
         assertEquals(0, cli.delayed(q), "delayq's count after Redisson deleted the queue");
     }
@@ -390,8 +397,41 @@ class RedissonCompatibilityTest {
         assertTrue(at >= due, "not before its due time");
         long late = at - due;
         System.out.printf("%s: Redisson delivered delayq's entry %d ms after its due time%n", testName, late);
-        assertTrue(late < 3_000, "delivered " + late + " ms after due: the channel did not wake Redisson's scheduler");
+        assertTrue(late < 5_000, "delivered " + late + " ms after due: the channel did not wake Redisson's scheduler");
         delayed.destroy();
+    }
+
+    @Test
+    void redissonOfferWakesDelayqSchedulerThroughTheChannel() throws Exception {
+        String q = queueName("wake");
+        // delayq's scheduler alone, with a reconcile pass too rare to matter here.
+        Process scheduler = cli.transfer(q, Duration.ofMinutes(10));
+        RedissonClient consumer = redisson(); // takes from the destination; runs no scheduler
+        RBlockingQueue<String> destination = consumer.getBlockingQueue(q, StringCodec.INSTANCE);
+        awaitSubscribers(consumer, q, 1);
+        // Once a primer has gone through, delayq's scheduler has made its first passes over
+        // the queue and sleeps until the channel wakes it.
+        cli.offer(q, 0, "primer".getBytes(StandardCharsets.UTF_8), false);
+        assertEquals("primer", destination.poll(60, TimeUnit.SECONDS), "delayq's scheduler is running");
+
+        RedissonClient producer = redisson();
+        long before = System.currentTimeMillis();
+        long delay = 3000;
+        producer.getDelayedQueue(producer.getBlockingQueue(q, StringCodec.INSTANCE))
+                .offer("wake-up", delay, TimeUnit.MILLISECONDS);
+        producer.shutdown(0, 5, TimeUnit.SECONDS); // Redisson's scheduler goes with it
+        long shutDown = System.currentTimeMillis();
+        assertTrue(shutDown < before + delay,
+                "Redisson's client took " + (shutDown - before) + " ms to shut down: its scheduler may have moved the entry");
+
+        String v = destination.poll(60, TimeUnit.SECONDS);
+        long at = System.currentTimeMillis();
+        assertEquals("wake-up", v, "delayq's scheduler moved Redisson's entry");
+        assertTrue(at >= before + delay, "not before its due time");
+        long late = at - (before + delay);
+        System.out.printf("%s: delayq delivered Redisson's entry at most %d ms after its due time%n", testName, late);
+        assertTrue(late < 5_000, "delivered " + late + " ms after due: the channel did not wake delayq's scheduler");
+        assertTrue(scheduler.isAlive(), "delayq transfer still running");
     }
 
     @Test
