@@ -26,6 +26,7 @@ final class DelayqCli implements AutoCloseable {
     private final String binary;
     private final String url;
     private final List<Process> started = new CopyOnWriteArrayList<>();
+    private final List<Path> logs = new CopyOnWriteArrayList<>();
 
     DelayqCli(String url) {
         this.binary = binaryPath();
@@ -109,6 +110,7 @@ final class DelayqCli implements AutoCloseable {
         ProcessBuilder b = builder(List.of("transfer", queue, "--reconcile-ms", String.valueOf(reconcile.toMillis())))
                 .redirectErrorStream(true).redirectOutput(log.toFile());
         b.environment().put("RUST_LOG", "delayq=info");
+        logs.add(log);
         Process p = b.start();
         started.add(p);
         return p;
@@ -156,6 +158,17 @@ final class DelayqCli implements AutoCloseable {
     public void close() {
         for (Process p : started) {
             stop(p);
+        }
+        for (Path log : logs) {
+            try {
+                String text = Files.readString(log);
+                if (text.contains("WARN") || text.contains("ERROR")) {
+                    System.err.println("delayq transfer log " + log + ":\n" + text);
+                }
+                Files.deleteIfExists(log);
+            } catch (IOException e) {
+                // a leftover temporary file is harmless
+            }
         }
     }
 
