@@ -1,1 +1,56 @@
-//! python binding (to be written).
+//! The Python binding of delayq: a thin shell over the `delayq` crate. Types are
+//! converted here, async is bridged (blocking calls release the GIL; `*_async` methods
+//! return awaitables on the core's tokio runtime), errors are mapped once (error.rs).
+//! Everything else lives in core.
+
+mod client;
+mod convert;
+mod delayed_queue;
+mod error;
+mod reliable_queue;
+mod runtime;
+
+use pyo3::prelude::*;
+
+use convert::Bytes;
+
+/// Packs an entry the way Redisson does (`struct.pack('Bc0Lc0', ...)`).
+#[pyfunction]
+fn pack_entry(id: &[u8], value: &[u8]) -> PyResult<Bytes> {
+    if id.len() > 255 {
+        return Err(error::to_py(delayq::Error::InvalidArgument(
+            "entry id longer than 255 bytes".into(),
+        )));
+    }
+    Ok(Bytes(delayq::codec::pack(id, value)))
+}
+
+/// Splits a packed entry into `(id, value)`.
+#[pyfunction]
+fn unpack_entry(packed: &[u8]) -> PyResult<(Bytes, Bytes)> {
+    let (id, value) = delayq::codec::unpack(packed)
+        .map_err(|e| error::to_py(delayq::Error::InvalidArgument(e.to_string())))?;
+    Ok((Bytes(id.to_vec()), Bytes(value.to_vec())))
+}
+
+/// The Lua source of the offer script (for benchmarks against other clients).
+#[pyfunction]
+fn offer_script_source() -> String {
+    delayq::offer_script_source()
+}
+
+#[pymodule]
+fn _delayq(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<client::Client>()?;
+    m.add_class::<delayed_queue::DelayedQueue>()?;
+    m.add_class::<delayed_queue::DelayedStats>()?;
+    m.add_class::<delayed_queue::TakeIter>()?;
+    m.add_class::<reliable_queue::ReliableStats>()?;
+    m.add_class::<reliable_queue::DeadLetter>()?;
+    m.add_class::<reliable_queue::ReliableQueue>()?;
+    m.add_class::<reliable_queue::Delivery>()?;
+    m.add_function(wrap_pyfunction!(pack_entry, m)?)?;
+    m.add_function(wrap_pyfunction!(unpack_entry, m)?)?;
+    m.add_function(wrap_pyfunction!(offer_script_source, m)?)?;
+    Ok(())
+}

@@ -55,9 +55,21 @@ class Redis:
     def __init__(self, workdir: str) -> None:
         self.port = free_port()
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", workdir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                workdir,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.time() + 10
         while time.time() < deadline:
@@ -137,16 +149,41 @@ def main() -> int:
             with open(infile, "w") as f:
                 for payload, delay in sent[lang]:
                     f.write(f"{payload.hex()}\t{delay}\n")
-            commands.append((f"consumer {lang}", cmd + ["consume", redis.url, args.kind, queue,
-                                                        str(args.idle_ms), os.path.join(work, f"got-{lang}")]))
+            commands.append(
+                (
+                    f"consumer {lang}",
+                    cmd
+                    + [
+                        "consume",
+                        redis.url,
+                        args.kind,
+                        queue,
+                        str(args.idle_ms),
+                        os.path.join(work, f"got-{lang}"),
+                    ],
+                )
+            )
         for lang, cmd in agents.items():
-            commands.append((f"producer {lang}", cmd + ["produce", redis.url, args.kind, queue,
-                                                        os.path.join(work, f"in-{lang}"),
-                                                        os.path.join(work, f"due-{lang}")]))
+            commands.append(
+                (
+                    f"producer {lang}",
+                    cmd
+                    + [
+                        "produce",
+                        redis.url,
+                        args.kind,
+                        queue,
+                        os.path.join(work, f"in-{lang}"),
+                        os.path.join(work, f"due-{lang}"),
+                    ],
+                )
+            )
         started = time.time()
         run_all(commands, timeout=120 + args.count / 50)
-        print(f"phase 1: {len(agents)} producers x {args.count} messages, {len(agents)} consumers, "
-              f"{time.time() - started:.1f} s")
+        print(
+            f"phase 1: {len(agents)} producers x {args.count} messages, {len(agents)} consumers, "
+            f"{time.time() - started:.1f} s"
+        )
 
         due_by_payload: dict[bytes, list[int]] = collections.defaultdict(list)
         origin: dict[bytes, str] = {}
@@ -169,9 +206,15 @@ def main() -> int:
         received = collections.Counter({p: len(a) for p, a in arrivals.items()})
         lost = expected - received
         extra = received - expected
-        check(not lost, f"{args.kind}: every payload arrived ({sum(expected.values())} sent, "
-                        f"{sum(lost.values())} lost)")
-        check(not extra, f"{args.kind}: no payload arrived twice or from nowhere ({sum(extra.values())} extra)")
+        check(
+            not lost,
+            f"{args.kind}: every payload arrived ({sum(expected.values())} sent, "
+            f"{sum(lost.values())} lost)",
+        )
+        check(
+            not extra,
+            f"{args.kind}: no payload arrived twice or from nowhere ({sum(extra.values())} extra)",
+        )
         early = 0
         for payload, got in arrivals.items():
             if args.kind == "reliable":
@@ -180,9 +223,14 @@ def main() -> int:
                 dues = sorted(due_by_payload.get(payload, []))
                 ats = sorted(at for at, _ in got)
                 early += sum(1 for at, due in zip(ats, dues) if at < due)
-        check(early == 0, f"{args.kind}: no message before its due time (server clock): {early} early")
+        check(
+            early == 0, f"{args.kind}: no message before its due time (server clock): {early} early"
+        )
         for lang in agents:
-            check(per_consumer[lang] > 0, f"{args.kind}: the {lang} consumer took {per_consumer[lang]} messages")
+            check(
+                per_consumer[lang] > 0,
+                f"{args.kind}: the {lang} consumer took {per_consumer[lang]} messages",
+            )
         langs = list(agents)
         print("producer \\ consumer  " + "".join(f"{c:>9}" for c in langs))
         for p in langs:
@@ -197,19 +245,45 @@ def main() -> int:
                 with open(infile, "w") as f:
                     for i, payload in enumerate(special_payloads(producer)):
                         f.write(f"{payload.hex()}\t{i * 100}\n")
-                commands.append((f"bytes producer {producer}->{consumer}",
-                                 cmd + ["produce", redis.url, args.kind, q, infile,
-                                        os.path.join(work, f"bytes-due-{producer}-{consumer}")]))
-            commands.append((f"bytes consumer {consumer}",
-                             agents[consumer] + ["consume", redis.url, args.kind, q, "4000",
-                                                 os.path.join(work, f"bytes-got-{consumer}")]))
+                commands.append(
+                    (
+                        f"bytes producer {producer}->{consumer}",
+                        cmd
+                        + [
+                            "produce",
+                            redis.url,
+                            args.kind,
+                            q,
+                            infile,
+                            os.path.join(work, f"bytes-due-{producer}-{consumer}"),
+                        ],
+                    )
+                )
+            commands.append(
+                (
+                    f"bytes consumer {consumer}",
+                    agents[consumer]
+                    + [
+                        "consume",
+                        redis.url,
+                        args.kind,
+                        q,
+                        "4000",
+                        os.path.join(work, f"bytes-got-{consumer}"),
+                    ],
+                )
+            )
         run_all(commands, timeout=180)
         for consumer in agents:
-            got = collections.Counter(bytes.fromhex(r[0])
-                                      for r in read_lines(os.path.join(work, f"bytes-got-{consumer}")))
+            got = collections.Counter(
+                bytes.fromhex(r[0]) for r in read_lines(os.path.join(work, f"bytes-got-{consumer}"))
+            )
             want = collections.Counter(p for producer in agents for p in special_payloads(producer))
-            check(got == want, f"{args.kind}: {consumer} gets zero bytes, invalid and multi-byte UTF-8 "
-                               f"and the empty value byte-identical from every language")
+            check(
+                got == want,
+                f"{args.kind}: {consumer} gets zero bytes, invalid and multi-byte UTF-8 "
+                f"and the empty value byte-identical from every language",
+            )
     finally:
         redis.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,54 @@
+"""delayq: a delayed queue on Redis, written once in Rust, shared across languages.
+
+``Client(url)`` connects (blocking calls release the GIL); ``delayq.asyncio.Client`` is
+the asyncio flavour. ``client.delayed_queue(name)`` is wire-compatible with Redisson's
+``RDelayedQueue``; ``client.reliable_queue(name)`` adds ids, acknowledgement, retries and
+dead letters. Delays are seconds (``int``, ``float`` or ``timedelta``); values are
+``bytes`` (``str`` is encoded as UTF-8); values come out as ``bytes``.
+"""
+
+from __future__ import annotations
+
+from ._delayq import (
+    Client,
+    DeadLetter,
+    DelayedQueue,
+    DelayedStats,
+    Delivery,
+    ReliableQueue,
+    ReliableStats,
+    TakeIter,
+    offer_script_source,
+    pack_entry,
+    unpack_entry,
+)
+from ._errors import (
+    ClosedError,
+    ConnectionError,
+    DelayqError,
+    InvalidArgument,
+    ServerError,
+    TimeoutError,
+    WrongTypeError,
+)
+
+__all__ = [
+    "Client",
+    "ClosedError",
+    "ConnectionError",
+    "DeadLetter",
+    "DelayedQueue",
+    "DelayedStats",
+    "DelayqError",
+    "Delivery",
+    "InvalidArgument",
+    "ReliableQueue",
+    "ReliableStats",
+    "ServerError",
+    "TakeIter",
+    "TimeoutError",
+    "WrongTypeError",
+    "offer_script_source",
+    "pack_entry",
+    "unpack_entry",
+]

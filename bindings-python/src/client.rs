@@ -1,0 +1,174 @@
+//! `Client`: connects and hands out queue handles.
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString, PyTuple};
+
+use crate::convert;
+use crate::delayed_queue::DelayedQueue;
+use crate::error::{invalid, to_py};
+use crate::reliable_queue::ReliableQueue;
+use crate::runtime::{awaitable, block, enter};
+
+/// A connection to Redis: one URL, or a list of seed URLs of a Redis Cluster.
+#[pyclass(module = "delayq", frozen)]
+pub struct Client {
+    pub(crate) inner: delayq::Client,
+}
+
+fn options(url: &Bound<'_, PyAny>, cluster: bool) -> PyResult<delayq::ClientOptions> {
+    if let Ok(s) = url.cast::<PyString>() {
+        let mut opts = delayq::ClientOptions::new(s.to_cow()?);
+        opts.cluster = cluster;
+        return Ok(opts);
+    }
+    if url.is_instance_of::<PyList>() || url.is_instance_of::<PyTuple>() {
+        let seeds: Vec<String> = url.extract()?;
+        return Ok(delayq::ClientOptions::cluster(seeds));
+    }
+    Err(invalid(
+        "url must be a str, or a list of seed URLs of a cluster",
+    ))
+}
+
+#[pymethods]
+impl Client {
+    /// Connects (blocking) to `url` (`redis://[user:pass@]host:port/db`, `rediss://`,
+    /// `redis+unix:///path`), or to a cluster through a list of seed URLs.
+    #[new]
+    #[pyo3(signature = (url, *, cluster = false))]
+    fn new(py: Python<'_>, url: &Bound<'_, PyAny>, cluster: bool) -> PyResult<Self> {
+        let opts = options(url, cluster)?;
+        let inner = block(
+            py,
+            enter(|| async move { delayq::Client::connect_with(opts).await }),
+        )?;
+        Ok(Client { inner })
+    }
+
+    /// Connects without blocking the event loop; returns an awaitable of a `Client`.
+    #[staticmethod]
+    #[pyo3(signature = (url, *, cluster = false))]
+    fn connect_async<'py>(
+        py: Python<'py>,
+        url: &Bound<'_, PyAny>,
+        cluster: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let opts = options(url, cluster)?;
+        awaitable(py, async move {
+            let inner = delayq::Client::connect_with(opts).await?;
+            Ok(Client { inner })
+        })
+    }
+
+    /// A handle on the Redisson-compatible delayed queue `name`. Unless `scheduler` is
+    /// false, this process moves its due entries (waking at least every
+    /// `reconcile_interval` seconds).
+    #[pyo3(signature = (name, *, scheduler = true, reconcile_interval = 1.0))]
+    fn delayed_queue(
+        &self,
+        name: &str,
+        scheduler: bool,
+        reconcile_interval: f64,
+    ) -> PyResult<DelayedQueue> {
+        let opts = scheduler_options(scheduler, reconcile_interval)?;
+        let inner = self.inner.delayed_queue_with(name, opts).map_err(to_py)?;
+        Ok(DelayedQueue { inner })
+    }
+
+    /// A handle on the reliable queue `name`: at-least-once delivery with ack, a
+    /// visibility timeout (seconds), `max_attempts` deliveries before the dead letters,
+    /// and `backoff`: None for exponential (from `backoff_base` to `backoff_max`
+    /// seconds, with jitter), or a list of delays in seconds (the last one repeats).
+    #[pyo3(signature = (name, *, visibility_timeout = None, max_attempts = 5, backoff = None,
+                        backoff_base = 1.0, backoff_max = 600.0, scheduler = true, reconcile_interval = 1.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn reliable_queue(
+        &self,
+        name: &str,
+        visibility_timeout: Option<&Bound<'_, PyAny>>,
+        max_attempts: u32,
+        backoff: Option<Vec<Bound<'_, PyAny>>>,
+        backoff_base: f64,
+        backoff_max: f64,
+        scheduler: bool,
+        reconcile_interval: f64,
+    ) -> PyResult<ReliableQueue> {
+        let visibility_timeout = match visibility_timeout {
+            Some(v) if !v.is_none() => convert::delay(v)?,
+            _ => Duration::from_secs(30),
+        };
+        let backoff = match backoff {
+            Some(list) => delayq::Backoff::Schedule(
+                list.iter()
+                    .map(convert::delay)
+                    .collect::<PyResult<Vec<_>>>()?,
+            ),
+            None => delayq::Backoff::Exponential {
+                base: delayq::delay::delay_from_secs_f64(backoff_base).map_err(to_py)?,
+                max: delayq::delay::delay_from_secs_f64(backoff_max).map_err(to_py)?,
+            },
+        };
+        let opts = delayq::ReliableQueueOptions {
+            visibility_timeout,
+            max_attempts,
+            backoff,
+            scheduler: scheduler_options(scheduler, reconcile_interval)?,
+        };
+        let inner = self.inner.reliable_queue(name, opts).map_err(to_py)?;
+        Ok(ReliableQueue { inner })
+    }
+
+    /// The Redis server's clock in Unix milliseconds (the clock due times use).
+    fn server_time_ms(&self, py: Python<'_>) -> PyResult<i64> {
+        let c = self.inner.clone();
+        block(py, async move { c.server_time_ms().await })
+    }
+
+    /// Awaitable `server_time_ms`.
+    fn server_time_ms_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let c = self.inner.clone();
+        awaitable(py, async move { c.server_time_ms().await })
+    }
+
+    /// Closes the client and every queue handle from it. Idempotent.
+    fn close(&self) {
+        self.inner.close();
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(&self, _exc_type: Py<PyAny>, _exc: Py<PyAny>, _tb: Py<PyAny>) -> bool {
+        self.inner.close();
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<delayq.Client closed={}>",
+            if self.inner.is_closed() {
+                "True"
+            } else {
+                "False"
+            }
+        )
+    }
+}
+
+fn scheduler_options(enabled: bool, reconcile_interval: f64) -> PyResult<delayq::SchedulerOptions> {
+    let reconcile = delayq::delay::timeout_from_secs_f64(reconcile_interval).map_err(to_py)?;
+    Ok(delayq::SchedulerOptions {
+        enabled,
+        reconcile_interval: reconcile,
+        ..Default::default()
+    })
+}
