@@ -1,1 +1,26 @@
-//! jvm binding (to be written).
+//! The JVM binding of delayq: UniFFI scaffolding that the Kotlin facade in
+//! `src/main/kotlin` wraps. Thin: it converts types, bridges async and maps errors;
+//! everything else is core's.
+//!
+//! Every call exists twice: `foo` is async (a Kotlin `suspend fun`) and `foo_blocking`
+//! blocks the calling thread (for plain Java threads, without a coroutine per call). Both
+//! run the core's future on this library's own tokio runtime (see [`runtime`]).
+//!
+//! Modules mirror core's: `client`, `delayed_queue`, `codec`, `error`; a future
+//! `reliable_queue.rs` sits beside `delayed_queue.rs`.
+
+mod batch;
+mod client;
+mod codec;
+mod delayed_queue;
+mod error;
+mod runtime;
+mod time;
+
+pub use client::{connect, connect_blocking, Client};
+pub use codec::{pack_entry, unpack_entry, UnpackedEntry};
+pub use delayed_queue::{DelayedQueue, DelayedStats, OfferEntry};
+pub use error::FfiError;
+pub use time::DurationParts;
+
+uniffi::setup_scaffolding!();

@@ -1,0 +1,63 @@
+//! [`Client`]: connects and hands out queue handles.
+
+use std::sync::Arc;
+
+use crate::delayed_queue::DelayedQueue;
+use crate::error::FfiError;
+use crate::runtime::{block, run};
+
+/// A connection to Redis; see `delayq::Client`.
+#[derive(uniffi::Object)]
+pub struct Client {
+    inner: delayq::Client,
+}
+
+fn wrap(inner: delayq::Client) -> Arc<Client> {
+    Arc::new(Client { inner })
+}
+
+/// Connects to the Redis server at `url`.
+#[uniffi::export]
+pub async fn connect(url: String) -> Result<Arc<Client>, FfiError> {
+    run(async move { delayq::Client::connect(&url).await })
+        .await
+        .map(wrap)
+}
+
+/// Connects to the Redis server at `url`, blocking the calling thread.
+#[uniffi::export]
+pub fn connect_blocking(url: String) -> Result<Arc<Client>, FfiError> {
+    block(async move { delayq::Client::connect(&url).await }).map(wrap)
+}
+
+#[uniffi::export]
+impl Client {
+    /// A handle on the Redisson-compatible delayed queue `name`, running its transfer task.
+    pub fn delayed_queue(&self, name: String) -> Result<Arc<DelayedQueue>, FfiError> {
+        Ok(Arc::new(DelayedQueue::new(
+            self.inner.delayed_queue(&name)?,
+        )))
+    }
+
+    /// The Redis server's clock in Unix milliseconds.
+    pub async fn server_time_ms(&self) -> Result<i64, FfiError> {
+        let c = self.inner.clone();
+        run(async move { c.server_time_ms().await }).await
+    }
+
+    /// [`Client::server_time_ms`], blocking.
+    pub fn server_time_ms_blocking(&self) -> Result<i64, FfiError> {
+        let c = self.inner.clone();
+        block(async move { c.server_time_ms().await })
+    }
+
+    /// Closes the client and every queue handle from it. Idempotent.
+    pub fn close_handle(&self) {
+        self.inner.close();
+    }
+
+    /// Whether `close` was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+}

@@ -1,0 +1,34 @@
+//! The packed entry of Redisson's delayed queue, over `delayq::codec`.
+
+use crate::error::FfiError;
+
+/// An unpacked entry: its id and its value.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct UnpackedEntry {
+    pub id: Vec<u8>,
+    pub value: Vec<u8>,
+}
+
+/// Packs `id` and `value` as Redisson's scripts do.
+#[uniffi::export]
+pub fn pack_entry(id: Vec<u8>, value: Vec<u8>) -> Result<Vec<u8>, FfiError> {
+    // core's `pack` panics on ids over 255 bytes (its own ids are 8): refuse them here.
+    if id.len() > usize::from(u8::MAX) {
+        return Err(FfiError::InvalidArgument(format!(
+            "entry id of {} bytes is over 255 bytes",
+            id.len()
+        )));
+    }
+    Ok(delayq::codec::pack(&id, &value))
+}
+
+/// Splits a packed entry into its id and value.
+#[uniffi::export]
+pub fn unpack_entry(packed: Vec<u8>) -> Result<UnpackedEntry, FfiError> {
+    let (id, value) =
+        delayq::codec::unpack(&packed).map_err(|e| FfiError::InvalidArgument(e.to_string()))?;
+    Ok(UnpackedEntry {
+        id: id.to_vec(),
+        value: value.to_vec(),
+    })
+}

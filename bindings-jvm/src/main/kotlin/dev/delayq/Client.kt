@@ -1,0 +1,54 @@
+package dev.delayq
+
+import java.util.concurrent.CompletableFuture
+import dev.delayq.ffi.Client as FfiClient
+
+/**
+ * A connection to Redis (`redis://[user:pass@]host:port/db`, `rediss://` for TLS,
+ * `redis+unix:///path`). Thread-safe; share one per process. Closing it closes every
+ * queue handle it gave out.
+ *
+ * ```java
+ * try (Client client = Client.connect("redis://127.0.0.1:6379")) {
+ *     DelayedQueue queue = client.delayedQueue("orders");
+ *     queue.offer("hello", Duration.ofSeconds(2));
+ * }
+ * ```
+ */
+class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
+    companion object {
+        /** Connects, blocking the calling thread. */
+        @JvmStatic
+        fun connect(url: String): Client = native { Client(dev.delayq.ffi.connectBlocking(url)) }
+
+        /** Connects without blocking. */
+        @JvmStatic
+        fun connectAsync(url: String): CompletableFuture<Client> = Bridge.future { connectSuspend(url) }
+
+        /** Connects from a coroutine. */
+        suspend fun connectSuspend(url: String): Client = native { Client(dev.delayq.ffi.connect(url)) }
+    }
+
+    /** The suspending API of this client, for coroutines. */
+    val coroutines: Coroutines = Coroutines()
+
+    /** A handle on the Redisson-compatible delayed queue [name], running its transfer task. */
+    fun delayedQueue(name: String): DelayedQueue = native { DelayedQueue(ffi.delayedQueue(name)) }
+
+    /** The Redis server's clock in Unix ms (the clock due times are computed with). */
+    fun serverTimeMs(): Long = native { ffi.serverTimeMsBlocking() }
+
+    /** [serverTimeMs] without blocking. */
+    fun serverTimeMsAsync(): CompletableFuture<Long> = Bridge.future { coroutines.serverTimeMs() }
+
+    /** Whether [close] was called. */
+    val isClosed: Boolean get() = ffi.isClosed()
+
+    /** Closes the client: stops its background tasks and fails later calls with [ClosedException]. Idempotent. */
+    override fun close() = ffi.closeHandle()
+
+    /** The suspending calls of a [Client]. */
+    inner class Coroutines internal constructor() {
+        suspend fun serverTimeMs(): Long = native { ffi.serverTimeMs() }
+    }
+}

@@ -1,0 +1,13 @@
+@file:JvmName("Codec")
+
+package dev.delayq
+
+/** An entry split by [unpackEntry]: its id and its value. */
+class UnpackedEntry(val id: ByteArray, val value: ByteArray)
+
+/** Packs [id] and [value] the way Redisson's scripts do (`struct.pack('Bc0Lc0', ...)`). */
+fun packEntry(id: ByteArray, value: ByteArray): ByteArray = native { dev.delayq.ffi.packEntry(id, value) }
+
+/** Splits a packed entry; throws [InvalidArgumentException] if it is not one. */
+fun unpackEntry(packed: ByteArray): UnpackedEntry =
+    native { dev.delayq.ffi.unpackEntry(packed).let { UnpackedEntry(it.id, it.value) } }

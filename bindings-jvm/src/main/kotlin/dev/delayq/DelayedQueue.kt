@@ -1,0 +1,137 @@
+package dev.delayq
+
+import dev.delayq.ffi.OfferEntry
+import java.time.Duration
+import java.util.concurrent.CompletableFuture
+import dev.delayq.ffi.DelayedQueue as FfiDelayedQueue
+
+/** Counts of a delayed queue: entries still [delayed], values [ready] to take, [corrupt] entries set aside. */
+data class DelayedStats(val delayed: Long, val ready: Long, val corrupt: Long)
+
+/** One value for [DelayedQueue.offerAll] and its delay. */
+class Offer(val value: ByteArray, val delay: Duration) {
+    /** A UTF-8 string value. */
+    constructor(value: String, delay: Duration) : this(Bridge.utf8(value), delay)
+}
+
+/**
+ * A handle on one delayed queue, wire-compatible with Redisson's `RDelayedQueue`. Values
+ * are bytes (`String`s go in as UTF-8); due times are Unix ms from the Redis server's clock.
+ *
+ * Every call comes three ways: blocking (`offer`), `CompletableFuture` (`offerAsync`), and
+ * suspending ([coroutines]`.offer`). Thread-safe. Closing it stops its share of the transfer
+ * task and fails later calls (and a waiting `take`) with [ClosedException].
+ */
+class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : AutoCloseable {
+    /** The suspending API of this queue, for coroutines. */
+    val coroutines: Coroutines = Coroutines()
+
+    /** The queue's name (its destination list). */
+    val name: String get() = ffi.name()
+
+    /** Offers [value] to be delivered after [delay]; returns its due time (Unix ms, server clock). */
+    fun offer(value: ByteArray, delay: Duration): Long = native { ffi.offerBlocking(value, delay.seconds, delay.nano.toUInt()) }
+
+    fun offer(value: String, delay: Duration): Long = offer(Bridge.utf8(value), delay)
+
+    /** Offers many values, one round trip per thousand; returns their due times in order. All are checked first. */
+    fun offerAll(entries: List<Offer>): List<Long> = native { ffi.offerAllBlocking(entries.map(::entry)) }
+
+    /** The number of entries still waiting for their due time. */
+    fun size(): Long = native { ffi.sizeBlocking().toLong() }
+
+    /** Whether a waiting entry holds [value]. */
+    fun contains(value: ByteArray): Boolean = native { ffi.containsBlocking(value) }
+
+    fun contains(value: String): Boolean = contains(Bridge.utf8(value))
+
+    /** Removes the first waiting entry holding [value]; returns whether there was one. */
+    fun remove(value: ByteArray): Boolean = native { ffi.removeBlocking(value) }
+
+    fun remove(value: String): Boolean = remove(Bridge.utf8(value))
+
+    /** The values still waiting, in offer order. */
+    fun readAll(): List<ByteArray> = native { ffi.readAllBlocking() }
+
+    /** Deletes every waiting entry (values already due stay). */
+    fun clear() = native { ffi.clearBlocking() }
+
+    /** Takes the oldest due value, or null if there is none, without waiting. */
+    fun poll(): ByteArray? = native { ffi.pollBlocking() }
+
+    /** Takes the oldest due value, waiting up to [timeout]; null when it passes. */
+    fun take(timeout: Duration): ByteArray? = native { ffi.takeBlocking(Bridge.parts(timeout)) }
+
+    /** Takes the oldest due value, waiting as long as it takes (until the handle is closed). */
+    fun take(): ByteArray = native { ffi.takeBlocking(null)!! }
+
+    /** Counts of waiting, ready and corrupt entries. */
+    fun stats(): DelayedStats = native { stats(ffi.statsBlocking()) }
+
+    fun offerAsync(value: ByteArray, delay: Duration): CompletableFuture<Long> = Bridge.future { coroutines.offer(value, delay) }
+
+    fun offerAsync(value: String, delay: Duration): CompletableFuture<Long> = Bridge.future { coroutines.offer(value, delay) }
+
+    fun offerAllAsync(entries: List<Offer>): CompletableFuture<List<Long>> = Bridge.future { coroutines.offerAll(entries) }
+
+    fun sizeAsync(): CompletableFuture<Long> = Bridge.future { coroutines.size() }
+
+    fun containsAsync(value: ByteArray): CompletableFuture<Boolean> = Bridge.future { coroutines.contains(value) }
+
+    fun containsAsync(value: String): CompletableFuture<Boolean> = Bridge.future { coroutines.contains(value) }
+
+    fun removeAsync(value: ByteArray): CompletableFuture<Boolean> = Bridge.future { coroutines.remove(value) }
+
+    fun removeAsync(value: String): CompletableFuture<Boolean> = Bridge.future { coroutines.remove(value) }
+
+    fun readAllAsync(): CompletableFuture<List<ByteArray>> = Bridge.future { coroutines.readAll() }
+
+    fun clearAsync(): CompletableFuture<Unit> = Bridge.future { coroutines.clear() }
+
+    fun pollAsync(): CompletableFuture<ByteArray?> = Bridge.future { coroutines.poll() }
+
+    /** [take] without blocking; cancelling the future cancels the wait (a value being handed over goes back). */
+    fun takeAsync(timeout: Duration): CompletableFuture<ByteArray?> = Bridge.future { coroutines.take(timeout) }
+
+    fun takeAsync(): CompletableFuture<ByteArray> = Bridge.future { coroutines.take() }
+
+    fun statsAsync(): CompletableFuture<DelayedStats> = Bridge.future { coroutines.stats() }
+
+    /** Closes this handle (other handles on the queue are unaffected). Idempotent. */
+    override fun close() = ffi.closeHandle()
+
+    /** The suspending calls of a [DelayedQueue]; cancelling a coroutine cancels its call. */
+    inner class Coroutines internal constructor() {
+        suspend fun offer(value: ByteArray, delay: Duration): Long = native { ffi.offer(value, delay.seconds, delay.nano.toUInt()) }
+
+        suspend fun offer(value: String, delay: Duration): Long = offer(Bridge.utf8(value), delay)
+
+        suspend fun offerAll(entries: List<Offer>): List<Long> = native { ffi.offerAll(entries.map(::entry)) }
+
+        suspend fun size(): Long = native { ffi.size().toLong() }
+
+        suspend fun contains(value: ByteArray): Boolean = native { ffi.contains(value) }
+
+        suspend fun contains(value: String): Boolean = contains(Bridge.utf8(value))
+
+        suspend fun remove(value: ByteArray): Boolean = native { ffi.remove(value) }
+
+        suspend fun remove(value: String): Boolean = remove(Bridge.utf8(value))
+
+        suspend fun readAll(): List<ByteArray> = native { ffi.readAll() }
+
+        suspend fun clear() = native { ffi.clear() }
+
+        suspend fun poll(): ByteArray? = native { ffi.poll() }
+
+        suspend fun take(timeout: Duration): ByteArray? = native { ffi.take(Bridge.parts(timeout)) }
+
+        suspend fun take(): ByteArray = native { ffi.take(null)!! }
+
+        suspend fun stats(): DelayedStats = native { stats(ffi.stats()) }
+    }
+}
+
+private fun entry(o: Offer) = OfferEntry(o.value, Bridge.parts(o.delay))
+
+private fun stats(s: dev.delayq.ffi.DelayedStats) = DelayedStats(s.delayed.toLong(), s.ready.toLong(), s.corrupt.toLong())

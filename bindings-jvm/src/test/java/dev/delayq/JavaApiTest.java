@@ -1,0 +1,79 @@
+package dev.delayq;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/** The API as a plain Java caller sees it: blocking calls, CompletableFutures, checked-free exceptions. */
+@ExtendWith(RedisExtension.class)
+class JavaApiTest {
+    @Test
+    void blockingCallsFromJava(RedisServer redis) {
+        try (Client client = Client.connect(redis.getUrl());
+                DelayedQueue queue = client.delayedQueue(RedisServer.Companion.uniqueName("java"))) {
+            long before = client.serverTimeMs();
+            long due = queue.offer("hello", Duration.ofMillis(200));
+            assertTrue(due >= before + 200);
+            queue.offer("bytes".getBytes(StandardCharsets.UTF_8), Duration.ofHours(1));
+            List<Long> dues = queue.offerAll(List.of(new Offer("a", Duration.ofHours(1)), new Offer("b", Duration.ofHours(2))));
+            assertEquals(2, dues.size());
+            assertEquals(4L, queue.size());
+            assertTrue(queue.contains("a"));
+            assertTrue(queue.remove("a"));
+            assertEquals(3, queue.readAll().size());
+            byte[] value = queue.take(Duration.ofSeconds(10));
+            assertArrayEquals("hello".getBytes(StandardCharsets.UTF_8), value);
+            assertTrue(client.serverTimeMs() >= due);
+            assertEquals(new DelayedStats(2, 0, 0), queue.stats());
+            queue.clear();
+            assertNull(queue.poll());
+            assertNull(queue.take(Duration.ofMillis(50)));
+        }
+    }
+
+    @Test
+    void completableFuturesFromJava(RedisServer redis) throws Exception {
+        Client client = Client.connectAsync(redis.getUrl()).get(10, TimeUnit.SECONDS);
+        try (client; DelayedQueue queue = client.delayedQueue(RedisServer.Companion.uniqueName("java"))) {
+            CompletableFuture<byte[]> taking = queue.takeAsync(Duration.ofSeconds(10));
+            queue.offerAsync("async", Duration.ZERO).thenCompose(d -> queue.sizeAsync()).get(10, TimeUnit.SECONDS);
+            assertEquals("async", new String(taking.get(10, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+            ExecutionException e = assertThrows(ExecutionException.class,
+                    () -> queue.offerAsync("x", Duration.ofSeconds(-1)).get());
+            assertInstanceOf(InvalidArgumentException.class, e.getCause());
+        }
+    }
+
+    @Test
+    void exceptionsFromJava(RedisServer redis) {
+        Client client = Client.connect(redis.getUrl());
+        DelayedQueue queue = client.delayedQueue(RedisServer.Companion.uniqueName("java"));
+        DelayqException bad = assertThrows(InvalidArgumentException.class, () -> queue.offer("x", Duration.ofMillis(-5)));
+        assertEquals("invalid_argument", bad.getKind());
+        client.close();
+        assertThrows(ClosedException.class, () -> queue.offer("x", Duration.ZERO));
+        assertThrows(DelayqException.class, queue::poll);
+    }
+
+    @Test
+    void codecFromJava() {
+        byte[] id = {1, 2, 3, 4, 5, 6, 7, 8};
+        byte[] packed = Codec.packEntry(id, "v".getBytes(StandardCharsets.UTF_8));
+        assertEquals(1 + 8 + 8 + 1, packed.length);
+        UnpackedEntry entry = Codec.unpackEntry(packed);
+        assertArrayEquals(id, entry.getId());
+        assertArrayEquals("v".getBytes(StandardCharsets.UTF_8), entry.getValue());
+    }
+}

@@ -1,0 +1,103 @@
+package dev.delayq
+
+import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertTrue
+import org.junit.jupiter.api.Test
+import org.junit.jupiter.api.assertThrows
+import org.junit.jupiter.api.extension.ExtendWith
+import java.time.Duration
+
+@ExtendWith(RedisExtension::class)
+class ErrorsTest {
+    private fun keys(name: String) = listOf(name, "redisson_delay_queue_timeout:{$name}", "redisson_delay_queue:{$name}")
+
+    private fun assertNothingStored(redis: RedisServer, name: String) =
+        assertEquals("0", redis.cli("EXISTS", *keys(name).toTypedArray()), "keys of $name exist")
+
+    @Test
+    fun `bad delays and timeouts are refused before reaching Redis`(redis: RedisServer) =
+        Client.connect(redis.url).use { client ->
+            val name = RedisServer.uniqueName()
+            client.delayedQueue(name).use { queue ->
+                val e = assertThrows<InvalidArgumentException> { queue.offer("x", Duration.ofMillis(-1)) }
+                assertEquals("invalid_argument", e.kind)
+                assertTrue(e is DelayqException)
+                assertThrows<InvalidArgumentException> { queue.offer("x", Duration.ofNanos(-1)) }
+                assertThrows<InvalidArgumentException> { queue.offer("x", Duration.ofSeconds(Long.MAX_VALUE)) }
+                assertThrows<InvalidArgumentException> { queue.offer("x", Duration.ofDays(365L * 100_000)) }
+                // one bad entry refuses the whole batch
+                assertThrows<InvalidArgumentException> {
+                    queue.offerAll(listOf(Offer("ok", Duration.ZERO), Offer("bad", Duration.ofSeconds(-5))))
+                }
+                assertThrows<InvalidArgumentException> { queue.take(Duration.ofMillis(-1)) }
+                assertNothingStored(redis, name)
+            }
+            assertThrows<InvalidArgumentException> { client.delayedQueue("") }
+        }
+
+    @Test
+    fun `a value over 512 MiB is refused`(redis: RedisServer) =
+        Client.connect(redis.url).use { client ->
+            val name = RedisServer.uniqueName()
+            client.delayedQueue(name).use { queue ->
+                val huge = ByteArray(512 * 1024 * 1024 + 1)
+                assertThrows<InvalidArgumentException> { queue.offer(huge, Duration.ZERO) }
+                assertThrows<InvalidArgumentException> { queue.contains(huge) }
+                assertNothingStored(redis, name)
+            }
+        }
+
+    @Test
+    fun `wrong type of key writes nothing`(redis: RedisServer) =
+        Client.connect(redis.url).use { client ->
+            val name = RedisServer.uniqueName()
+            redis.cli("SET", name, "x")
+            client.delayedQueue(name).use { queue ->
+                val e = assertThrows<WrongTypeException> { queue.offer("v", Duration.ZERO) }
+                assertEquals("wrong_type", e.kind)
+                assertThrows<WrongTypeException> { queue.offerAll(listOf(Offer("v", Duration.ofHours(1)))) }
+                assertThrows<WrongTypeException> { queue.poll() }
+                assertThrows<WrongTypeException> { queue.take(Duration.ofMillis(100)) }
+                assertThrows<WrongTypeException> { queue.stats() }
+                assertEquals("x", redis.cli("GET", name))
+                assertEquals("0", redis.cli("EXISTS", "redisson_delay_queue_timeout:{$name}", "redisson_delay_queue:{$name}"))
+            }
+            val other = RedisServer.uniqueName()
+            redis.cli("SET", "redisson_delay_queue:{$other}", "x")
+            client.delayedQueue(other).use { queue ->
+                assertThrows<WrongTypeException> { queue.offer("v", Duration.ZERO) }
+                assertThrows<WrongTypeException> { queue.size() }
+                assertThrows<WrongTypeException> { queue.readAll() }
+                assertEquals("0", redis.cli("EXISTS", other, "redisson_delay_queue_timeout:{$other}"))
+            }
+        }
+
+    @Test
+    fun `an unreachable server is a connection error`() {
+        val port = java.net.ServerSocket(0).use { it.localPort }
+        val e = assertThrows<ConnectionException> { Client.connect("redis://127.0.0.1:$port") }
+        assertEquals("connection", e.kind)
+        assertThrows<InvalidArgumentException> { Client.connect("not a url") }
+    }
+
+    @Test
+    fun `credentials never appear in errors`() {
+        val port = java.net.ServerSocket(0).use { it.localPort }
+        val e = assertThrows<DelayqException> { Client.connect("redis://user:s3cret-pw@127.0.0.1:$port") }
+        assertTrue("s3cret-pw" !in e.toString() && "s3cret-pw" !in e.stackTraceToString())
+    }
+
+    @Test
+    fun `a server error is a ServerException`() =
+        RedisServer().use { redis ->
+            Client.connect(redis.url).use { client ->
+                client.delayedQueue(RedisServer.uniqueName()).use { queue ->
+                    redis.cli("CONFIG", "SET", "maxmemory", "1")
+                    redis.cli("CONFIG", "SET", "maxmemory-policy", "noeviction")
+                    val e = assertThrows<ServerException> { queue.offer("v", Duration.ZERO) }
+                    assertEquals("server", e.kind)
+                    assertTrue("OOM" in e.message!!, e.message)
+                }
+            }
+        }
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Tests of the JVM binding: builds the native library and the Kotlin bindings (cargo +
+# uniffi-bindgen, run by Maven), runs the JUnit 5 tests (Kotlin and Java) against
+# redis-server processes they start themselves, packages the jar, then compiles and runs
+# the plain-Java example against it. Needs Java 17+, Maven, cargo, redis-server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v redis-server >/dev/null || bash scripts/ensure-redis.sh
+command -v mvn >/dev/null || { apt-get update -qq && apt-get install -y -qq maven; }
+
+# -q hides Maven's progress; Surefire's "Tests run: N, Failures: ..." summary is kept.
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+if ! mvn -B -f bindings-jvm/pom.xml verify 2>&1 | tee "$log" | grep -E '^\[(INFO|WARNING|ERROR)\] (Tests run:|Tests in error|Failures:|BUILD|.*FAIL)|^\[ERROR\]|Compiling|Finished'; then
+  :
+fi
+if ! grep -q 'BUILD SUCCESS' "$log"; then
+  tail -80 "$log"
+  echo "JVM binding: maven build failed" >&2
+  exit 1
+fi
+grep -E '^\[(INFO|WARNING|ERROR)\] Tests run: [0-9]+, Failures: [0-9]+, Errors: [0-9]+, Skipped: [0-9]+$' "$log" | tail -1
+
+bash examples/jvm/run.sh
