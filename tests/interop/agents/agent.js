@@ -3,7 +3,7 @@
 'use strict';
 
 const fs = require('node:fs');
-const { Client } = require('delayq');
+const { Client } = require('../../../bindings-node');
 
 async function main() {
   const [mode, url, kind, queue, a, b] = process.argv.slice(2);

@@ -1,0 +1,153 @@
+'use strict';
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { execFileSync } = require('node:child_process');
+const delayq = require('..');
+const { startRedis, queueName, cliPath, REPO } = require('./helpers');
+
+let redis;
+let client;
+before(async () => {
+  redis = await startRedis();
+  client = await delayq.Client.connect(redis.url);
+});
+after(() => {
+  client.close();
+  redis.stop();
+});
+
+test('shared vectors: packEntry and unpackEntry', () => {
+  const { vectors } = JSON.parse(fs.readFileSync(path.join(REPO, 'tests', 'vectors', 'packing.json'), 'utf8'));
+  assert.ok(vectors.length >= 8);
+  for (const v of vectors) {
+    const [id, value, packed] = [v.id, v.value, v.packed].map((h) => Buffer.from(h, 'hex'));
+    assert.deepEqual(delayq.packEntry(id, value), packed, v.name);
+    const u = delayq.unpackEntry(packed);
+    assert.deepEqual([u.id, u.value], [id, value], v.name);
+  }
+});
+
+test('shared vectors: every value round-trips through a queue', async () => {
+  const { vectors } = JSON.parse(fs.readFileSync(path.join(REPO, 'tests', 'vectors', 'packing.json'), 'utf8'));
+  const q = client.delayedQueue(queueName());
+  for (const v of vectors) {
+    const value = Buffer.from(v.value, 'hex');
+    await q.offer(value, 3_600_000);
+    assert.deepEqual(await q.readAll(), [value], v.name);
+    await q.clear();
+    await q.offer(value, 0);
+    assert.deepEqual(await q.take(5000), value, v.name);
+  }
+});
+
+test('every call', async () => {
+  const q = client.delayedQueue(queueName());
+  const before = await client.serverTimeMs();
+  const due = await q.offer('hello', 300);
+  assert.ok(due >= before + 300 && due <= before + 1300);
+  assert.equal(await q.poll(), null);
+  assert.equal((await q.take(5000)).toString(), 'hello');
+  assert.ok((await client.serverTimeMs()) >= due);
+  const dues = await q.offerAll([['a', 3_600_000], [new Uint8Array([98]), 3_600_000n], { value: Buffer.from('c'), delayMs: 3_600_000 }]);
+  assert.equal(dues.length, 3);
+  assert.equal(await q.size(), 3);
+  assert.equal(await q.contains('b'), true);
+  assert.equal(await q.contains('z'), false);
+  assert.equal(await q.remove('b'), true);
+  assert.deepEqual((await q.readAll()).map(String), ['a', 'c']);
+  assert.deepEqual(await q.stats(), { delayed: 2, ready: 0, corrupt: 0 });
+  await q.clear();
+  assert.equal(await q.size(), 0);
+  assert.equal(await q.take(100), null);
+});
+
+test('an async iterator over due values', async () => {
+  const q = client.delayedQueue(queueName());
+  await q.offerAll([['1', 0], ['2', 50], ['3', 100]]);
+  const got = [];
+  for await (const v of q.values({ timeoutMs: 1000 })) got.push(v.toString());
+  assert.deepEqual(got.sort(), ['1', '2', '3']);
+});
+
+test('1,000 concurrent offers from one process, each taken once', async () => {
+  const q = client.delayedQueue(queueName());
+  await Promise.all(Array.from({ length: 1000 }, (_, i) => q.offer(`m${i}`, i % 200)));
+  const got = [];
+  for await (const v of q.values({ timeoutMs: 2000 })) got.push(v.toString());
+  assert.equal(got.length, 1000);
+  assert.equal(new Set(got).size, 1000);
+});
+
+test('take honours an AbortSignal and loses nothing', async () => {
+  const q = client.delayedQueue(queueName());
+  for (let i = 0; i < 5; i++) {
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 30);
+    await assert.rejects(q.take({ signal: ac.signal }), (e) => e.name === 'AbortError' && e.code === 'ABORT_ERR');
+  }
+  const ac = new AbortController();
+  ac.abort();
+  await assert.rejects(q.take(undefined, { signal: ac.signal }), { code: 'ABORT_ERR' });
+  await q.offer('kept', 0);
+  assert.equal((await q.take(5000)).toString(), 'kept');
+  assert.equal(await q.poll(), null);
+});
+
+test('bad arguments are rejected before reaching Redis', async () => {
+  const name = queueName();
+  const q = client.delayedQueue(name, { scheduler: false });
+  for (const delay of [-1, NaN, 1.5, Infinity, -1n, '5', null]) {
+    await assert.rejects(q.offer('x', delay), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, String(delay));
+  }
+  for (const value of [5, null, undefined, {}, [1]]) {
+    await assert.rejects(q.offer(value, 0), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  }
+  await assert.rejects(q.offerAll([['ok', 0], ['bad', -1]]), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  assert.throws(() => client.delayedQueue(''), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  assert.throws(() => client.delayedQueue(42), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  assert.equal(redis.cli('EXISTS', `redisson_delay_queue:{${name}}`), '0');
+});
+
+test('wrong type, closed handle and connection errors have their codes', async () => {
+  const name = queueName();
+  redis.cli('SET', name, 'a string');
+  const q = client.delayedQueue(name, { scheduler: false });
+  await assert.rejects(q.offer('x', 0), { code: 'ERR_DELAYQ_WRONG_TYPE' });
+  assert.equal(redis.cli('EXISTS', `redisson_delay_queue:{${name}}`), '0');
+  const other = await delayq.Client.connect(redis.url);
+  const oq = other.delayedQueue(queueName());
+  oq.close();
+  await assert.rejects(oq.size(), { code: 'ERR_DELAYQ_CLOSED' });
+  other.close();
+  await assert.rejects(other.serverTimeMs(), { code: 'ERR_DELAYQ_CLOSED' });
+  await assert.rejects(delayq.Client.connect('redis://user:hunter2@127.0.0.1:1'), (e) => e.code === 'ERR_DELAYQ_CONNECTION' && !e.message.includes('hunter2'));
+  await assert.rejects(delayq.Client.connect('http://x'), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+});
+
+test('a process with a client exits once close() is called', () => {
+  const script = `
+    const { Client } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    (async () => {
+      const c = await Client.connect(${JSON.stringify(redis.url)});
+      const q = c.delayedQueue('idle');
+      const pending = q.take().catch((e) => console.log(e.code));
+      setTimeout(() => c.close(), 100);
+      await pending;
+    })();`;
+  const out = execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 10000 });
+  assert.equal(out.trim(), 'ERR_DELAYQ_CLOSED');
+});
+
+test('interop with the Rust CLI, both ways', async () => {
+  const cli = cliPath();
+  const name = queueName();
+  const q = client.delayedQueue(name, { scheduler: false });
+  await q.offer(Buffer.from([0, 255, 1]), 100);
+  const out = execFileSync(cli, ['--url', redis.url, '--base64', 'take', name, '--timeout-ms', '5000'], { encoding: 'utf8' });
+  assert.deepEqual(Buffer.from(out.trim(), 'base64'), Buffer.from([0, 255, 1]));
+  execFileSync(cli, ['--url', redis.url, 'offer', name, '100', 'from rust']);
+  const mover = client.delayedQueue(name);
+  assert.equal((await mover.take(5000)).toString(), 'from rust');
+});

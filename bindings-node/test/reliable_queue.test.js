@@ -1,0 +1,88 @@
+'use strict';
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const delayq = require('..');
+const { startRedis, queueName } = require('./helpers');
+
+let redis;
+let client;
+before(async () => {
+  redis = await startRedis();
+  client = await delayq.Client.connect(redis.url);
+});
+after(() => {
+  client.close();
+  redis.stop();
+});
+
+test('offer, receive, ack, de-duplication', async () => {
+  const q = client.reliableQueue(queueName());
+  const id = await q.offer('job', 100);
+  assert.equal(await q.offer('a', 0, 'fixed'), 'fixed');
+  assert.equal(await q.offer('b', 0, 'fixed'), 'fixed');
+  const got = {};
+  for (let i = 0; i < 2; i++) {
+    const d = await q.receive(5000);
+    assert.equal(d.attempt, 1);
+    assert.ok(d.dueAt > 0);
+    got[d.id] = d.payload.toString();
+    assert.equal(await d.ack(), true);
+  }
+  assert.deepEqual(got, { [id]: 'job', fixed: 'a' });
+  assert.deepEqual(await q.stats(), { delayed: 0, ready: 0, inFlight: 0, dead: 0 });
+});
+
+test('cancel, reschedule, nack, dead letters', async () => {
+  const q = client.reliableQueue(queueName(), { maxAttempts: 2, backoffMs: [50] });
+  const far = await q.offer('far', 3_600_000);
+  assert.equal(await q.cancel(far), true);
+  assert.equal(await q.cancel(far), false);
+  const later = await q.offer('later', 3_600_000);
+  assert.equal(await q.reschedule(later, 0), true);
+  let d = await q.receive(5000);
+  assert.equal(d.id, later);
+  await d.nack();
+  d = await q.receive(5000);
+  assert.equal(d.attempt, 2);
+  await d.nack(0);
+  const dead = await q.deadLetters(10);
+  assert.deepEqual(dead.map((x) => [x.id, x.payload.toString(), x.attempts]), [[later, 'later', 2]]);
+  assert.equal(await q.requeueDead(), 1);
+  d = await q.receive(5000);
+  assert.equal(d.attempt, 1);
+  await d.ack();
+  assert.equal(await q.purgeDead(), 0);
+});
+
+test('consume acks resolved handlers and nacks rejected ones', async () => {
+  const q = client.reliableQueue(queueName(), { backoffMs: [20] });
+  await q.offerAll(Array.from({ length: 30 }, (_, i) => [String(i), 0]));
+  const seen = [];
+  const ac = new AbortController();
+  const done = q.consume(async (d) => {
+    seen.push([d.payload.toString(), d.attempt]);
+    if (Number(d.payload.toString()) % 10 === 0 && d.attempt === 1) throw new Error('fails once');
+    if (new Set(seen.map(([p]) => p)).size === 30 && seen.length === 33) ac.abort();
+  }, 4, { signal: ac.signal });
+  await done;
+  assert.equal(new Set(seen.map(([p]) => p)).size, 30);
+  assert.deepEqual(seen.filter(([p]) => Number(p) % 10 === 0).map(([, a]) => a).sort(), [1, 1, 1, 2, 2, 2]);
+});
+
+test('receive honours an AbortSignal and the message is not stranded', async () => {
+  const q = client.reliableQueue(queueName());
+  const ac = new AbortController();
+  setTimeout(() => ac.abort(), 30);
+  await assert.rejects(q.receive({ signal: ac.signal }), { code: 'ABORT_ERR' });
+  await q.offer('x', 0);
+  const d = await q.receive(5000);
+  assert.equal(d.attempt, 1);
+  await d.ack();
+});
+
+test('bad arguments', async () => {
+  const q = client.reliableQueue(queueName());
+  await assert.rejects(q.offer('x', 0, ''), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  await assert.rejects(q.offer(1, 0), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  assert.throws(() => client.reliableQueue(queueName(), { maxAttempts: 0 }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+});

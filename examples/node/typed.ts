@@ -1,0 +1,22 @@
+// Type-checked by `npm run typecheck` in bindings-node: the TypeScript view of the API.
+import { Client, type DelayqError } from 'delayq'
+
+async function main(): Promise<void> {
+  const client = await Client.connect(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
+  const orders = client.delayedQueue('orders')
+  const due: number = await orders.offer('hello', 2000)
+  const value: Buffer | null = await orders.take({ timeoutMs: 5000 })
+  console.log(due, value?.toString())
+  const jobs = client.reliableQueue('jobs', { visibilityTimeoutMs: 30_000, maxAttempts: 5, backoffMs: [15_000, 180_000] })
+  const id: string = await jobs.offer(Buffer.from('job'), 0n, 'job-1')
+  const d = await jobs.receive(1000)
+  if (d !== null) await d.ack()
+  try {
+    await orders.offer('x', -1)
+  } catch (e) {
+    console.log((e as DelayqError).code, id)
+  }
+  client.close()
+}
+
+void main()

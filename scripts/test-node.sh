@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The Node.js binding: installs the npm devDependencies (napi-rs CLI, TypeScript, ioredis),
+# builds the native addon, checks that the generated native.d.ts matches the committed one,
+# type-checks the TypeScript example, and runs `node --test` against redis-servers the
+# tests start themselves.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+bash scripts/ensure-redis.sh
+cargo build -q -p delayq-cli
+cd bindings-node
+npm ci --no-audit --no-fund
+npm run build:debug
+git diff --exit-code -- native.d.ts || { echo "native.d.ts differs from the build: commit the generated file" >&2; exit 1; }
+npm run typecheck
+node --test test/
