@@ -33,7 +33,46 @@ step_redisson() {
   mvn -B -ntp -f "$ROOT/tests/interop/redisson/pom.xml" test -Ddelayq.cli="$DELAYQ_CLI"
 }
 
-STEPS=(step_redisson)
+# The agents of tests/interop/agents/, one per language, built or installed as needed.
+AGENTS=()
+build_agents() {
+  if [ "${#AGENTS[@]}" -gt 0 ]; then return 0; fi
+  step "build the interop agents"
+  local target="${CARGO_TARGET_DIR:-target}"
+  case "$target" in /*) ;; *) target="$ROOT/$target" ;; esac
+  cargo build -q -p delayq-interop-agent || return 1
+  AGENTS+=(--agent "rust=$target/debug/delayq-interop-agent")
+  local py="$ROOT/bindings-python/.venv/bin/python"
+  if ! { [ -x "$py" ] && "$py" -c 'import delayq' 2>/dev/null; }; then
+    [ -x "$py" ] || python3 -m venv "$ROOT/bindings-python/.venv" || return 1
+    "$ROOT/bindings-python/.venv/bin/pip" install -q "$ROOT/bindings-python" || return 1
+  fi
+  AGENTS+=(--agent "python=$py $ROOT/tests/interop/agents/agent.py")
+  if ! node -e "require('$ROOT/bindings-node/native.js')" 2>/dev/null; then
+    (cd "$ROOT/bindings-node" && npm ci --no-audit --no-fund && npm run build:debug) || return 1
+  fi
+  AGENTS+=(--agent "node=node $ROOT/tests/interop/agents/agent.js")
+  if [ -f "$ROOT/tests/interop/agents/jvm/agent.sh" ]; then
+    bash "$ROOT/tests/interop/agents/jvm/agent.sh" --build || return 1
+    AGENTS+=(--agent "jvm=bash $ROOT/tests/interop/agents/jvm/agent.sh")
+  fi
+}
+
+# Every language produces into one queue while every language consumes from it; then the
+# special payloads from every producer to every consumer (tests/interop/matrix.py).
+step_matrix_delayed() {
+  build_agents || return 1
+  step "matrix: delayed queue, ${#AGENTS[@]} agent args"
+  python3 "$ROOT/tests/interop/matrix.py" --kind delayed --count 2000 "${AGENTS[@]}"
+}
+
+step_matrix_reliable() {
+  build_agents || return 1
+  step "matrix: reliable queue"
+  python3 "$ROOT/tests/interop/matrix.py" --kind reliable --count 2000 "${AGENTS[@]}"
+}
+
+STEPS=(step_redisson step_matrix_delayed step_matrix_reliable)
 
 bash "$ROOT/scripts/ensure-redis.sh"
 failed=()
