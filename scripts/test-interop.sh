@@ -72,7 +72,16 @@ step_matrix_reliable() {
   python3 "$ROOT/tests/interop/matrix.py" --kind reliable --count 2000 "${AGENTS[@]}"
 }
 
-STEPS=(step_redisson step_matrix_delayed step_matrix_reliable)
+# Issue 7: 10,000 reliable messages through 8 consumer processes in two languages.
+step_reliable_two_languages() {
+  build_agents || return 1
+  step "reliable: 10,000 messages, 4 Python + 4 Node consumers"
+  python3 "$ROOT/tests/interop/matrix.py" --kind reliable --count 5000 --consumers 4 --skip-bytes \
+    --agent "python=$ROOT/bindings-python/.venv/bin/python $ROOT/tests/interop/agents/agent.py" \
+    --agent "node=node $ROOT/tests/interop/agents/agent.js"
+}
+
+STEPS=(step_redisson step_matrix_delayed step_matrix_reliable step_reliable_two_languages)
 
 bash "$ROOT/scripts/ensure-redis.sh"
 failed=()
