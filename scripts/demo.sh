@@ -27,7 +27,7 @@ if ! { [ -x "$PY" ] && "$PY" -c 'import delayq' 2>/dev/null; }; then
   "$ROOT/bindings-python/.venv/bin/pip" install -q ./bindings-python
 fi
 if ! node -e "require('./bindings-node/native.js')" 2>/dev/null; then
-  (cd bindings-node && npm ci --no-audit --no-fund --silent && npm run --silent build:debug >/dev/null)
+  (cd bindings-node && npm install --no-audit --no-fund --silent && npm run --silent build:debug >/dev/null)
 fi
 JAVA_CP=""
 if [ -f examples/jvm/demo.sh ]; then

@@ -49,7 +49,7 @@ build_agents() {
   fi
   AGENTS+=(--agent "python=$py $ROOT/tests/interop/agents/agent.py")
   if ! node -e "require('$ROOT/bindings-node/native.js')" 2>/dev/null; then
-    (cd "$ROOT/bindings-node" && npm ci --no-audit --no-fund && npm run build:debug) || return 1
+    (cd "$ROOT/bindings-node" && npm install --no-audit --no-fund && npm run build:debug) || return 1
   fi
   AGENTS+=(--agent "node=node $ROOT/tests/interop/agents/agent.js")
   if [ -f "$ROOT/tests/interop/agents/jvm/agent.sh" ]; then

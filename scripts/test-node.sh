@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Node.js binding: installs the npm devDependencies (napi-rs CLI, TypeScript, ioredis),
+# The Node.js binding: installs the npm devDependencies (`npm install`: `npm ci` trips over
+# the platform packages npm leaves out of the lock file) (napi-rs CLI, TypeScript, ioredis),
 # builds the native addon, checks that the generated native.d.ts matches the committed one,
 # type-checks the TypeScript example, and runs `node --test` against redis-servers the
 # tests start themselves.
@@ -9,7 +10,7 @@ cd "$ROOT"
 bash scripts/ensure-redis.sh
 cargo build -q -p delayq-cli
 cd bindings-node
-npm ci --no-audit --no-fund
+npm install --no-audit --no-fund
 npm run build:debug
 git diff --exit-code -- native.d.ts || { echo "native.d.ts differs from the build: commit the generated file" >&2; exit 1; }
 npm run typecheck
