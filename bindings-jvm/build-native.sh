@@ -31,6 +31,14 @@ rm -rf "$gen"
 mkdir -p "$gen" "$here/target/native/$platform"
 (cd "$here" && "$target_dir/$outdir/uniffi-bindgen" generate --library "$lib" \
   --language kotlin --no-format --out-dir "$gen")
+# One JNA Structure less per call: each call's status struct is reused per thread instead
+# of allocated (JNA tracks every native allocation in one map whose cost dominated calls;
+# see README, "Performance"). Calls nest on a thread only while lowering arguments, which
+# finishes before the outer call runs, so sharing one struct per thread is safe.
+kt="$gen/dev/delayq/ffi/delayq_jvm.kt"
+grep -q '^    var status = UniffiRustCallStatus()$' "$kt" || { echo "generated code changed: update build-native.sh" >&2; exit 1; }
+sed -i 's/^    var status = UniffiRustCallStatus()$/    val status = uniffiCallStatus.get(); status.code = UNIFFI_CALL_SUCCESS/' "$kt"
+printf '\nprivate val uniffiCallStatus: ThreadLocal<UniffiRustCallStatus> = ThreadLocal.withInitial { UniffiRustCallStatus() }\n' >>"$kt"
 cp "$lib" "$here/target/native/$platform/libdelayq_jvm.so"
 # Tests find the workspace's cargo target dir (and so the CLI) here.
 printf '%s\n' "$target_dir" >"$here/target/cargo-target-dir"
