@@ -1,6 +1,7 @@
 package dev.delayq
 
 import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.extension.ExtendWith
 import java.time.Duration
@@ -44,5 +45,25 @@ class ConcurrencyTest {
             assertEquals(total, seen.size)
             assertEquals(setOf(1), seen.values.toSet())
             assertEquals(DelayedStats(0, 0, 0), client.delayedQueue(queue.name).use { it.stats() })
+        }
+
+    @Test
+    fun `concurrent offers each get their own due time and a bad one fails alone`(redis: RedisServer) =
+        Client.connect(redis.url).use { client ->
+            client.delayedQueue(RedisServer.uniqueName("batch")).use { queue ->
+                val before = client.serverTimeMs()
+                val good = (0 until 200).map { i -> i to queue.offerAsync("v$i", Duration.ofSeconds(100L + i)) }
+                val bad = queue.offerAsync("bad", Duration.ofSeconds(-1))
+                val dues = good.map { (i, f) -> i to f.get(30, TimeUnit.SECONDS) }
+                val after = client.serverTimeMs()
+                for ((i, due) in dues) {
+                    assertTrue(due in before + (100L + i) * 1000..after + (100L + i) * 1000, "v$i due $due")
+                }
+                val e = org.junit.jupiter.api.assertThrows<java.util.concurrent.ExecutionException> { bad.get(30, TimeUnit.SECONDS) }
+                assertTrue(e.cause is InvalidArgumentException)
+                assertEquals((0 until 200).map { "v$it" }.toSet(), queue.readAll().map { String(it) }.toSet())
+                assertEquals(200L, queue.size())
+                queue.clear()
+            }
         }
 }
