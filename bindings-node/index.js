@@ -335,13 +335,20 @@ class Client {
   }
 }
 
+const connect = (url, options) => Client.connect(url, options);
+const packEntry = (id, value) => sync(() => native.packEntry(toBuffer(id, 'id'), toBuffer(value)));
+const unpackEntry = (packed) => sync(() => native.unpackEntry(toBuffer(packed, 'packed')));
+const offerScriptSource = () => native.offerScriptSource();
+
+// Shorthand properties only, so that Node's ESM loader sees every name
+// (`import { Client, packEntry } from 'delayq'`).
 module.exports = {
   Client,
   DelayedQueue,
   ReliableQueue,
   Delivery,
-  connect: Client.connect,
-  packEntry: (id, value) => sync(() => native.packEntry(toBuffer(id, 'id'), toBuffer(value))),
-  unpackEntry: (packed) => sync(() => native.unpackEntry(toBuffer(packed, 'packed'))),
-  offerScriptSource: native.offerScriptSource,
+  connect,
+  packEntry,
+  unpackEntry,
+  offerScriptSource,
 };

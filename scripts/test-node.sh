@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The Node.js binding: installs the npm devDependencies (`npm install`: `npm ci` trips over
-# the platform packages npm leaves out of the lock file) (napi-rs CLI, TypeScript, ioredis),
+# The Node.js binding: installs the npm devDependencies from the committed lock (`npm ci`;
+# package.json pins @napi-rs/cli's lzma/tar/wasm-tools to versions published for every
+# platform, so the lock is complete) (napi-rs CLI, TypeScript, ioredis),
 # builds the native addon, checks that the generated native.d.ts matches the committed one,
 # type-checks the TypeScript example, and runs `node --test` against redis-servers the
 # tests start themselves.
@@ -10,8 +11,12 @@ cd "$ROOT"
 bash scripts/ensure-redis.sh
 cargo build -q -p delayq-cli
 cd bindings-node
-npm install --no-audit --no-fund
+if [ -f package-lock.json ]; then
+  npm ci --no-audit --no-fund
+else
+  npm install --no-audit --no-fund
+fi
 npm run build:debug
 git diff --exit-code -- native.d.ts || { echo "native.d.ts differs from the build: commit the generated file" >&2; exit 1; }
 npm run typecheck
-node --test test/
+node --test test/*.test.js test/*.test.mjs

@@ -115,7 +115,9 @@ test('wrong type, closed handle and connection errors have their codes', async (
   redis.cli('SET', name, 'a string');
   const q = client.delayedQueue(name, { scheduler: false });
   await assert.rejects(q.offer('x', 0), { code: 'ERR_DELAYQ_WRONG_TYPE' });
-  assert.equal(redis.cli('EXISTS', `redisson_delay_queue:{${name}}`), '0');
+  await assert.rejects(q.take(100), { code: 'ERR_DELAYQ_WRONG_TYPE' });
+  assert.equal(redis.cli('EXISTS', `redisson_delay_queue:{${name}}`, `redisson_delay_queue_timeout:{${name}}`), '0');
+  assert.equal(redis.cli('GET', name), 'a string');
   const other = await delayq.Client.connect(redis.url);
   const oq = other.delayedQueue(queueName());
   oq.close();
@@ -138,6 +140,16 @@ test('a process with a client exits once close() is called', () => {
     })();`;
   const out = execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 10000 });
   assert.equal(out.trim(), 'ERR_DELAYQ_CLOSED');
+  const idle = `
+    const { Client } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    (async () => {
+      const c = await Client.connect(${JSON.stringify(redis.url)});
+      c.delayedQueue('idle');
+      await c.serverTimeMs();
+      c.close();
+      console.log('closed');
+    })();`;
+  assert.equal(execFileSync(process.execPath, ['-e', idle], { encoding: 'utf8', timeout: 10000 }).trim(), 'closed');
 });
 
 test('interop with the Rust CLI, both ways', async () => {
