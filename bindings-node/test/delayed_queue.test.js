@@ -80,6 +80,23 @@ test('1,000 concurrent offers from one process, each taken once', async () => {
   assert.equal(new Set(got).size, 1000);
 });
 
+test('concurrent offers each get their own due time, and a bad one fails alone', async () => {
+  const q = client.delayedQueue(queueName(), { scheduler: false });
+  const before = await client.serverTimeMs();
+  const delays = [0, 1000, -1, 5000, 1.5, 2000];
+  const results = await Promise.allSettled(delays.map((d, i) => q.offer(`v${i}`, d)));
+  results.forEach((r, i) => {
+    if (delays[i] < 0 || !Number.isInteger(delays[i])) {
+      assert.equal(r.status, 'rejected');
+      assert.equal(r.reason.code, 'ERR_DELAYQ_INVALID_ARGUMENT');
+    } else {
+      assert.equal(r.status, 'fulfilled');
+      assert.ok(r.value >= before + delays[i] && r.value < before + delays[i] + 1000, `due of v${i}`);
+    }
+  });
+  assert.deepEqual((await q.readAll()).map(String), ['v0', 'v1', 'v3', 'v5']);
+});
+
 test('take honours an AbortSignal and loses nothing', async () => {
   const q = client.delayedQueue(queueName());
   for (let i = 0; i < 5; i++) {
