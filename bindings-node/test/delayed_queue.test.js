@@ -2,6 +2,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const net = require('node:net');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 const delayq = require('..');
@@ -143,6 +144,27 @@ test('wrong type, closed handle and connection errors have their codes', async (
   await assert.rejects(other.serverTimeMs(), { code: 'ERR_DELAYQ_CLOSED' });
   await assert.rejects(delayq.Client.connect('redis://user:hunter2@127.0.0.1:1'), (e) => e.code === 'ERR_DELAYQ_CONNECTION' && !e.message.includes('hunter2'));
   await assert.rejects(delayq.Client.connect('http://x'), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+});
+
+test('timeout and server errors have their codes', async () => {
+  // A listener that accepts and never answers: connecting gives up after core's 5 s.
+  const silent = net.createServer(() => {});
+  await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  try {
+    await assert.rejects(delayq.Client.connect(`redis://127.0.0.1:${silent.address().port}`), { code: 'ERR_DELAYQ_TIMEOUT' });
+  } finally {
+    silent.close();
+  }
+  // A server that refuses writes (out of memory) answers with an error reply.
+  const name = queueName();
+  const q = client.delayedQueue(name, { scheduler: false });
+  redis.cli('CONFIG', 'SET', 'maxmemory', '1');
+  try {
+    await assert.rejects(q.offer('x', 0), { code: 'ERR_DELAYQ_SERVER' });
+  } finally {
+    redis.cli('CONFIG', 'SET', 'maxmemory', '0');
+  }
+  assert.equal(redis.cli('EXISTS', `redisson_delay_queue:{${name}}`), '0');
 });
 
 test('a process with a client exits once close() is called', () => {
