@@ -28,15 +28,9 @@ pub fn delay(ms: Either<f64, BigInt>) -> Result<Duration> {
     }
 }
 
-/// A timeout in milliseconds, or none for no limit.
+/// A timeout in milliseconds (fractions allowed), or none for no limit.
 pub fn timeout(ms: Option<f64>) -> Result<Option<Duration>> {
-    match ms {
-        None => Ok(None),
-        Some(ms) if ms.is_nan() || ms < 0.0 || ms.is_infinite() => {
-            Err(crate::error::to_js(delayq::Error::InvalidArgument(
-                format!("timeoutMs must be a non-negative finite number, got {ms}"),
-            )))
-        }
-        Some(ms) => Ok(Some(Duration::from_micros((ms * 1000.0) as u64))),
-    }
+    ms.map(|ms| delayq::delay::timeout_from_secs_f64(ms / 1000.0))
+        .transpose()
+        .js()
 }

@@ -123,6 +123,9 @@ test('bad arguments are rejected before reaching Redis', async () => {
     await assert.rejects(q.offer(value, 0), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
   }
   await assert.rejects(q.offerAll([['ok', 0], ['bad', -1]]), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  for (const timeoutMs of [-1, NaN, Infinity, '5']) {
+    await assert.rejects(q.take(timeoutMs), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, String(timeoutMs));
+  }
   assert.throws(() => client.delayedQueue(''), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
   assert.throws(() => client.delayedQueue(42), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
   assert.equal(redis.cli('EXISTS', `redisson_delay_queue:{${name}}`), '0');
