@@ -474,30 +474,15 @@ async fn reliable(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
             .replace('{', "\\{")
             .replace('}', "\\}")
     );
-    let mut cursor = 0u64;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000)
+    for key in scan_keys(&mut conn, &pattern).await? {
+        let u: Option<u64> = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(&key)
+            .arg("SAMPLES")
+            .arg(0)
             .query_async(&mut conn)
             .await?;
-        for key in keys {
-            let u: Option<u64> = redis::cmd("MEMORY")
-                .arg("USAGE")
-                .arg(&key)
-                .arg("SAMPLES")
-                .arg(0)
-                .query_async(&mut conn)
-                .await?;
-            usage += u.unwrap_or(0);
-        }
-        cursor = next;
-        if cursor == 0 {
-            break;
-        }
+        usage += u.unwrap_or(0);
     }
     println!(
         "memory per waiting message: {:.0} B by MEMORY USAGE, {:.0} B by INFO used_memory ({m} messages, {}-byte payloads; goal <= 100 B)",
@@ -558,25 +543,38 @@ async fn reliable(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
             .query_async(&mut conn)
             .await?;
     }
+    let leftovers = scan_keys(&mut conn, &pattern).await?;
+    if !leftovers.is_empty() {
+        let _: i64 = redis::cmd("DEL")
+            .arg(&leftovers)
+            .query_async(&mut conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Every key matching `pattern` (SCAN, so the server is never blocked).
+async fn scan_keys(
+    conn: &mut redis::aio::MultiplexedConnection,
+    pattern: &str,
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
     let mut cursor = 0u64;
     loop {
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg(&pattern)
+            .arg(pattern)
             .arg("COUNT")
             .arg(1000)
-            .query_async(&mut conn)
+            .query_async(conn)
             .await?;
-        if !keys.is_empty() {
-            let _: i64 = redis::cmd("DEL").arg(&keys).query_async(&mut conn).await?;
-        }
+        out.extend(keys);
         cursor = next;
         if cursor == 0 {
-            break;
+            return Ok(out);
         }
     }
-    Ok(())
 }
 
 async fn run_tasks<F, Fut>(count: u64, make: F) -> Result<()>
