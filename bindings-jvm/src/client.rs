@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::delayed_queue::DelayedQueue;
 use crate::error::FfiError;
+use crate::reliable_queue::{ReliableOptions, ReliableQueue};
 use crate::runtime::{block, run};
 
 /// A connection to Redis; see `delayq::Client`.
@@ -36,6 +37,19 @@ impl Client {
     pub fn delayed_queue(&self, name: String) -> Result<Arc<DelayedQueue>, FfiError> {
         Ok(Arc::new(DelayedQueue::new(
             self.inner.delayed_queue(&name)?,
+        )))
+    }
+
+    /// A handle on the reliable queue `name` (at-least-once, acknowledged), running its
+    /// transfer task unless `options.scheduler` is false.
+    pub fn reliable_queue(
+        &self,
+        name: String,
+        options: ReliableOptions,
+    ) -> Result<Arc<ReliableQueue>, FfiError> {
+        let opts = options.to_core()?;
+        Ok(Arc::new(ReliableQueue::new(
+            self.inner.reliable_queue(&name, opts)?,
         )))
     }
 

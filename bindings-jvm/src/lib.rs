@@ -6,14 +6,14 @@
 //! blocks the calling thread (for plain Java threads, without a coroutine per call). Both
 //! run the core's future on this library's own tokio runtime (see [`runtime`]).
 //!
-//! Modules mirror core's: `client`, `delayed_queue`, `codec`, `error`; a future
-//! `reliable_queue.rs` sits beside `delayed_queue.rs`.
+//! Modules mirror core's: `client`, `delayed_queue`, `reliable_queue`, `codec`, `error`.
 
 mod batch;
 mod client;
 mod codec;
 mod delayed_queue;
 mod error;
+mod reliable_queue;
 mod runtime;
 mod time;
 
@@ -21,6 +21,10 @@ pub use client::{connect, connect_blocking, Client};
 pub use codec::{pack_entry, unpack_entry, UnpackedEntry};
 pub use delayed_queue::{DelayedQueue, DelayedStats, OfferEntry};
 pub use error::FfiError;
+pub use reliable_queue::{
+    BackoffSpec, DeadLetter, Delivery, DeliveryHandler, ReliableOfferEntry, ReliableOptions,
+    ReliableQueue, ReliableStats,
+};
 pub use time::DurationParts;
 
 uniffi::setup_scaffolding!();

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles Producer.java and Consumer.java with plain javac against the delayq jar and its
+# Compiles Producer.java, Consumer.java and ReliableWorker.java with plain javac against the delayq jar and its
 # two dependencies (JNA, kotlinx-coroutines, with kotlin-stdlib), then runs them against a
 # redis-server started here on a free port. Builds the jar first if it is missing.
 set -euo pipefail
@@ -13,7 +13,7 @@ trap 'kill "${redis_pid:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 # The classpath a Java user needs: the jar plus its runtime dependencies.
 mvn -B -q -f "$pom" dependency:build-classpath -Dmdep.includeScope=runtime -Dmdep.outputFile="$work/cp.txt" >/dev/null
 cp="$jar:$(cat "$work/cp.txt")"
-javac -d "$work/classes" -cp "$cp" "$here/Producer.java" "$here/Consumer.java"
+javac -d "$work/classes" -cp "$cp" "$here/Producer.java" "$here/Consumer.java" "$here/ReliableWorker.java"
 
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no >"$work/redis.log" 2>&1 &
@@ -28,3 +28,8 @@ wait "$consumer"
 cat "$work/consumer.out"
 [ "$(grep -c '^took order-' "$work/consumer.out")" = 3 ]
 echo "java example: 3 offered, 3 taken"
+
+java -cp "$work/classes:$cp" ReliableWorker "$url" jobs >"$work/worker.out"
+cat "$work/worker.out"
+grep -q '^\[java worker\] invoice-42 attempt 2: charge card 42$' "$work/worker.out"
+echo "java reliable example: failed once, retried, acked"

@@ -35,6 +35,15 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
     /** A handle on the Redisson-compatible delayed queue [name], running its transfer task. */
     fun delayedQueue(name: String): DelayedQueue = native { DelayedQueue(ffi.delayedQueue(name)) }
 
+    /**
+     * A handle on the reliable queue [name]: at-least-once delivery with acknowledgement,
+     * retries and dead letters. Unless [options] opt out, this process moves its due messages.
+     * Throws [InvalidArgumentException] for a bad name or option.
+     */
+    @JvmOverloads
+    fun reliableQueue(name: String, options: ReliableQueueOptions = ReliableQueueOptions()): ReliableQueue =
+        native { ReliableQueue(ffi.reliableQueue(name, options.toFfi())) }
+
     /** The Redis server's clock in Unix ms (the clock due times are computed with). */
     fun serverTimeMs(): Long = native { ffi.serverTimeMsBlocking() }
 

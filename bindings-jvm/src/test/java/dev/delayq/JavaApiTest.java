@@ -68,6 +68,47 @@ class JavaApiTest {
     }
 
     @Test
+    void reliableQueueFromJava(RedisServer redis) throws Exception {
+        ReliableQueueOptions options = new ReliableQueueOptions()
+                .withVisibilityTimeout(Duration.ofSeconds(30))
+                .withMaxAttempts(2)
+                .withBackoff(Backoff.schedule(Duration.ofMillis(10), Duration.ofMillis(20)));
+        try (Client client = Client.connect(redis.getUrl());
+                ReliableQueue jobs = client.reliableQueue(RedisServer.Companion.uniqueName("java-rq"), options)) {
+            String id = jobs.offer("charge card 42", Duration.ZERO, "invoice-42");
+            assertEquals("invoice-42", id);
+            assertEquals("invoice-42", jobs.offer("again", Duration.ZERO, "invoice-42"));
+            assertTrue(jobs.offer("generated".getBytes(StandardCharsets.UTF_8), Duration.ofHours(1)).length() > 0);
+            Delivery d = jobs.receive(Duration.ofSeconds(10));
+            assertEquals("invoice-42", d.getId());
+            assertEquals("charge card 42", d.payloadString());
+            assertEquals(1, d.getAttempt());
+            assertTrue(d.nack());
+            Delivery second = jobs.receive(Duration.ofSeconds(10));
+            assertEquals(2, second.getAttempt());
+            assertTrue(second.nack(Duration.ZERO));
+            assertEquals(new ReliableStats(1, 0, 0, 1), jobs.stats());
+            List<DeadLetter> dead = jobs.deadLetters(10);
+            assertEquals("invoice-42", dead.get(0).getId());
+            assertEquals(1L, jobs.requeueDead(List.of("invoice-42")));
+
+            // consume with a Java lambda that may throw checked exceptions
+            CompletableFuture<kotlin.Unit> running = jobs.consumeAsync(2, delivery -> {
+                if (delivery.payloadString().isEmpty()) throw new Exception("empty payload");
+                delivery.getId();
+            });
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (!jobs.stats().equals(new ReliableStats(1, 0, 0, 0))) {
+                assertTrue(System.nanoTime() < deadline, "consume did not ack: " + jobs.stats());
+                Thread.onSpinWait();
+            }
+            jobs.close();
+            running.get(10, TimeUnit.SECONDS);
+            assertThrows(ClosedException.class, jobs::stats);
+        }
+    }
+
+    @Test
     void codecFromJava() {
         byte[] id = {1, 2, 3, 4, 5, 6, 7, 8};
         byte[] packed = Codec.packEntry(id, "v".getBytes(StandardCharsets.UTF_8));

@@ -1,0 +1,331 @@
+package dev.delayq
+
+import dev.delayq.ffi.BackoffSpec
+import dev.delayq.ffi.ReliableOfferEntry
+import dev.delayq.ffi.ReliableOptions
+import kotlinx.coroutines.runBlocking
+import java.time.Duration
+import java.util.concurrent.CompletableFuture
+import dev.delayq.ffi.Delivery as FfiDelivery
+import dev.delayq.ffi.DeliveryHandler as FfiDeliveryHandler
+import dev.delayq.ffi.ReliableQueue as FfiReliableQueue
+
+/**
+ * How long a failed message waits before its next attempt, when [Delivery.nack] is called
+ * without a delay (and when a [ReliableQueue.consume] handler fails).
+ */
+sealed class Backoff {
+    /** `base * 2^(attempt-1)`, capped at [max], with jitter (a random delay between half of that and all of it). */
+    class Exponential internal constructor(val base: Duration, val max: Duration) : Backoff() {
+        override fun toString() = "Backoff.exponential($base, $max)"
+    }
+
+    /** Explicit delays after the 1st, 2nd, ... failed attempt; the last one repeats. */
+    class Schedule internal constructor(val delays: List<Duration>) : Backoff() {
+        override fun toString() = "Backoff.schedule($delays)"
+    }
+
+    companion object {
+        /** Exponential with jitter from [base] up to [max] (defaults: 1 s up to 10 min). */
+        @JvmStatic
+        @JvmOverloads
+        fun exponential(base: Duration = Duration.ofSeconds(1), max: Duration = Duration.ofMinutes(10)): Backoff = Exponential(base, max)
+
+        /** Explicit delays, such as 15 s, 3 min, 10 min, 30 min, 1 h; the last one repeats. */
+        @JvmStatic
+        fun schedule(vararg delays: Duration): Backoff = Schedule(delays.toList())
+
+        /** Explicit delays from a list; the last one repeats. */
+        @JvmStatic
+        fun schedule(delays: List<Duration>): Backoff = Schedule(delays.toList())
+    }
+}
+
+/**
+ * Options of a reliable queue handle. Every process on one queue should use the same
+ * [visibilityTimeout] and [maxAttempts]. Immutable: Kotlin uses named arguments or `copy`,
+ * Java chains the `with` methods:
+ *
+ * ```java
+ * ReliableQueueOptions opts = new ReliableQueueOptions()
+ *     .withVisibilityTimeout(Duration.ofSeconds(30))
+ *     .withMaxAttempts(5)
+ *     .withBackoff(Backoff.schedule(Duration.ofSeconds(15), Duration.ofMinutes(3)));
+ * ```
+ *
+ * Checked by core when the queue handle is made: a bad value throws [InvalidArgumentException].
+ */
+data class ReliableQueueOptions @JvmOverloads constructor(
+    /** How long a received message stays invisible before it is delivered again (default 30 s). */
+    val visibilityTimeout: Duration = Duration.ofSeconds(30),
+    /** Deliveries before a message goes to the dead letters (1 to 255, default 5). */
+    val maxAttempts: Int = 5,
+    /** The delay before a retry when none is given (default: exponential from 1 s to 10 min). */
+    val backoff: Backoff = Backoff.exponential(),
+    /** Whether this process moves the queue's due messages (default true). */
+    val scheduler: Boolean = true,
+    /** Longest pause between two passes of this process's transfer task (default 1 s). */
+    val reconcileInterval: Duration = Duration.ofSeconds(1),
+) {
+    fun withVisibilityTimeout(value: Duration) = copy(visibilityTimeout = value)
+
+    fun withMaxAttempts(value: Int) = copy(maxAttempts = value)
+
+    fun withBackoff(value: Backoff) = copy(backoff = value)
+
+    fun withScheduler(value: Boolean) = copy(scheduler = value)
+
+    fun withReconcileInterval(value: Duration) = copy(reconcileInterval = value)
+
+    internal fun toFfi(): ReliableOptions {
+        val spec = when (val b = backoff) {
+            is Backoff.Exponential -> BackoffSpec.Exponential(Bridge.parts(b.base), Bridge.parts(b.max))
+            is Backoff.Schedule -> BackoffSpec.Schedule(b.delays.map(Bridge::parts))
+        }
+        // Core checks the range; a negative count must not wrap to a huge unsigned one first.
+        if (maxAttempts < 0) throw InvalidArgumentException("max_attempts must be between 1 and 255, got $maxAttempts")
+        return ReliableOptions(Bridge.parts(visibilityTimeout), maxAttempts.toUInt(), spec, scheduler, Bridge.parts(reconcileInterval))
+    }
+}
+
+/** Counts of a reliable queue: messages [delayed], [ready] to receive, [inFlight] (received, not settled), [dead]. */
+data class ReliableStats(val delayed: Long, val ready: Long, val inFlight: Long, val dead: Long)
+
+/** A message in the dead letters: its [id], [payload], the [attempts] it had and when it [diedAt] (server Unix ms). */
+class DeadLetter(val id: String, val payload: ByteArray, val attempts: Int, val diedAt: Long) {
+    /** The payload as UTF-8 text. */
+    fun payloadString(): String = String(payload, Charsets.UTF_8)
+
+    override fun toString() = "DeadLetter(id=$id, attempts=$attempts, diedAt=$diedAt, payload=${payload.size} bytes)"
+}
+
+/** One message for [ReliableQueue.offerAll]: its payload, delay and optional id. */
+class ReliableOffer @JvmOverloads constructor(val payload: ByteArray, val delay: Duration, val id: String? = null) {
+    /** A UTF-8 string payload. */
+    @JvmOverloads
+    constructor(payload: String, delay: Duration, id: String? = null) : this(Bridge.utf8(payload), delay, id)
+}
+
+/** What [ReliableQueue.consume] runs for each delivery: returning acks it, throwing nacks it. */
+fun interface DeliveryHandler {
+    @Throws(Exception::class)
+    fun handle(delivery: Delivery)
+}
+
+/**
+ * A received message. [ack] it when done, [nack] it to retry; if neither happens within the
+ * queue's visibility timeout, it is delivered again with [attempt] one higher.
+ */
+class Delivery internal constructor(private val ffi: FfiDelivery) {
+    /** The suspending calls of this delivery. */
+    val coroutines: Coroutines = Coroutines()
+
+    /** The message id (generated, or the one given to `offer`). */
+    val id: String by lazy { ffi.id() }
+
+    /** The payload. */
+    val payload: ByteArray by lazy { ffi.payload() }
+
+    /** Which delivery of the message this is: 1 for the first. */
+    val attempt: Int by lazy { ffi.attempt().toInt() }
+
+    /** When the message came due (server Unix ms). */
+    val dueAt: Long by lazy { ffi.dueAt() }
+
+    /** The payload as UTF-8 text. */
+    fun payloadString(): String = String(payload, Charsets.UTF_8)
+
+    /** Acknowledges the message: it is done. False when this delivery had already ended (settled, or timed out). */
+    fun ack(): Boolean = native { ffi.ackBlocking() }
+
+    /** Gives the message back for a retry after the queue's back-off, or to the dead letters after its last attempt. */
+    fun nack(): Boolean = native { ffi.nackBlocking(null) }
+
+    /** Gives the message back for a retry after [delay], or to the dead letters after its last attempt. */
+    fun nack(delay: Duration): Boolean = native { ffi.nackBlocking(Bridge.parts(delay)) }
+
+    fun ackAsync(): CompletableFuture<Boolean> = Bridge.future { coroutines.ack() }
+
+    fun nackAsync(): CompletableFuture<Boolean> = Bridge.future { coroutines.nack() }
+
+    fun nackAsync(delay: Duration): CompletableFuture<Boolean> = Bridge.future { coroutines.nack(delay) }
+
+    override fun toString() = "Delivery(id=$id, attempt=$attempt, dueAt=$dueAt, payload=${payload.size} bytes)"
+
+    /** The suspending calls of a [Delivery]. */
+    inner class Coroutines internal constructor() {
+        suspend fun ack(): Boolean = native { ffi.ack() }
+
+        suspend fun nack(): Boolean = native { ffi.nack(null) }
+
+        suspend fun nack(delay: Duration): Boolean = native { ffi.nack(Bridge.parts(delay)) }
+    }
+}
+
+/**
+ * A handle on one reliable queue: at-least-once delivery with acknowledgement, a visibility
+ * timeout, retries with back-off, dead letters, cancel and reschedule by id, de-duplication
+ * by id. All of its keys share the hash tag `{dq:NAME}`; see `docs/reliable-queue.md`.
+ *
+ * Every call comes three ways: blocking, `CompletableFuture` (`...Async`) and suspending
+ * ([coroutines]). Thread-safe. Closing it fails later calls with [ClosedException] and ends
+ * a running [consume].
+ */
+class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : AutoCloseable {
+    /** The suspending API of this queue, for coroutines. */
+    val coroutines: Coroutines = Coroutines()
+
+    /** The queue's name. */
+    val name: String get() = ffi.name()
+
+    /**
+     * Offers [payload], due after [delay]; returns its id: [id] when given, else a generated
+     * one. A message with that id still waiting or in flight is not offered twice: the call
+     * returns the id and leaves that message as it is.
+     */
+    @JvmOverloads
+    fun offer(payload: ByteArray, delay: Duration, id: String? = null): String = native { ffi.offerBlocking(payload, Bridge.parts(delay), id) }
+
+    @JvmOverloads
+    fun offer(payload: String, delay: Duration, id: String? = null): String = offer(Bridge.utf8(payload), delay, id)
+
+    /** Offers many messages, one round trip per thousand; returns their ids in order. All are checked first. */
+    fun offerAll(messages: List<ReliableOffer>): List<String> = native { ffi.offerAllBlocking(messages.map(::entry)) }
+
+    /** Removes a message that has not come due yet; returns whether there was one. */
+    fun cancel(id: String): Boolean = native { ffi.cancelBlocking(id) }
+
+    /** Moves a message that has not come due yet to [delay] from now; returns whether there was one. */
+    fun reschedule(id: String, delay: Duration): Boolean = native { ffi.rescheduleBlocking(id, Bridge.parts(delay)) }
+
+    /** The next ready message, waiting up to [timeout] on the server; null when it passes. */
+    fun receive(timeout: Duration): Delivery? = native { ffi.receiveBlocking(Bridge.parts(timeout))?.let(::Delivery) }
+
+    /** The next ready message, waiting as long as it takes (until the handle is closed). */
+    fun receive(): Delivery = native { Delivery(ffi.receiveBlocking(null)!!) }
+
+    /** Counts of delayed, ready, in-flight and dead messages. */
+    fun stats(): ReliableStats = native { stats(ffi.statsBlocking()) }
+
+    /** Up to [limit] messages from the dead letters, in no particular order. */
+    @JvmOverloads
+    fun deadLetters(limit: Int = 100): List<DeadLetter> = native { ffi.deadLettersBlocking(limit(limit)).map(::deadLetter) }
+
+    /** Makes the dead letters with these [ids] ready again, attempts reset; returns how many. */
+    fun requeueDead(ids: List<String>): Long = native { ffi.requeueDeadBlocking(ids).toLong() }
+
+    /** Makes every dead letter ready again, attempts reset; returns how many. */
+    fun requeueDead(): Long = native { ffi.requeueDeadBlocking(null).toLong() }
+
+    /** Deletes every dead letter; returns how many there were. */
+    fun purgeDead(): Long = native { ffi.purgeDeadBlocking().toLong() }
+
+    /**
+     * Runs [handler] on deliveries, [concurrency] at a time, each on a thread of its own:
+     * acks a delivery when the handler returns, nacks it (with the back-off) when the handler
+     * throws. Blocks until this handle or its client is closed.
+     */
+    @JvmOverloads
+    fun consume(concurrency: Int = 1, handler: DeliveryHandler) = native { ffi.consumeBlocking(concurrency(concurrency), bridge(handler)) }
+
+    /** Like [consume], returning at once; the future completes when the handle is closed. Cancelling it stops the consumers. */
+    @JvmOverloads
+    fun consumeAsync(concurrency: Int = 1, handler: DeliveryHandler): CompletableFuture<Unit> =
+        Bridge.future { native { ffi.consume(concurrency(concurrency), bridge(handler)) } }
+
+    @JvmOverloads
+    fun offerAsync(payload: ByteArray, delay: Duration, id: String? = null): CompletableFuture<String> = Bridge.future { coroutines.offer(payload, delay, id) }
+
+    @JvmOverloads
+    fun offerAsync(payload: String, delay: Duration, id: String? = null): CompletableFuture<String> = Bridge.future { coroutines.offer(payload, delay, id) }
+
+    fun offerAllAsync(messages: List<ReliableOffer>): CompletableFuture<List<String>> = Bridge.future { coroutines.offerAll(messages) }
+
+    fun cancelAsync(id: String): CompletableFuture<Boolean> = Bridge.future { coroutines.cancel(id) }
+
+    fun rescheduleAsync(id: String, delay: Duration): CompletableFuture<Boolean> = Bridge.future { coroutines.reschedule(id, delay) }
+
+    /** [receive] without blocking; cancelling the future cancels the wait (a message being handed over goes back). */
+    fun receiveAsync(timeout: Duration): CompletableFuture<Delivery?> = Bridge.future { coroutines.receive(timeout) }
+
+    fun receiveAsync(): CompletableFuture<Delivery> = Bridge.future { coroutines.receive() }
+
+    fun statsAsync(): CompletableFuture<ReliableStats> = Bridge.future { coroutines.stats() }
+
+    @JvmOverloads
+    fun deadLettersAsync(limit: Int = 100): CompletableFuture<List<DeadLetter>> = Bridge.future { coroutines.deadLetters(limit) }
+
+    fun requeueDeadAsync(ids: List<String>): CompletableFuture<Long> = Bridge.future { coroutines.requeueDead(ids) }
+
+    fun requeueDeadAsync(): CompletableFuture<Long> = Bridge.future { coroutines.requeueDead() }
+
+    fun purgeDeadAsync(): CompletableFuture<Long> = Bridge.future { coroutines.purgeDead() }
+
+    /** Closes this handle (other handles on the queue are unaffected). Idempotent. */
+    override fun close() = ffi.closeHandle()
+
+    /** The suspending calls of a [ReliableQueue]; cancelling a coroutine cancels its call. */
+    inner class Coroutines internal constructor() {
+        suspend fun offer(payload: ByteArray, delay: Duration, id: String? = null): String = native { ffi.offer(payload, Bridge.parts(delay), id) }
+
+        suspend fun offer(payload: String, delay: Duration, id: String? = null): String = offer(Bridge.utf8(payload), delay, id)
+
+        suspend fun offerAll(messages: List<ReliableOffer>): List<String> = native { ffi.offerAll(messages.map(::entry)) }
+
+        suspend fun cancel(id: String): Boolean = native { ffi.cancel(id) }
+
+        suspend fun reschedule(id: String, delay: Duration): Boolean = native { ffi.reschedule(id, Bridge.parts(delay)) }
+
+        suspend fun receive(timeout: Duration): Delivery? = native { ffi.receive(Bridge.parts(timeout))?.let(::Delivery) }
+
+        suspend fun receive(): Delivery = native { Delivery(ffi.receive(null)!!) }
+
+        suspend fun stats(): ReliableStats = native { stats(ffi.stats()) }
+
+        suspend fun deadLetters(limit: Int = 100): List<DeadLetter> = native { ffi.deadLetters(limit(limit)).map(::deadLetter) }
+
+        suspend fun requeueDead(ids: List<String>): Long = native { ffi.requeueDead(ids).toLong() }
+
+        suspend fun requeueDead(): Long = native { ffi.requeueDead(null).toLong() }
+
+        suspend fun purgeDead(): Long = native { ffi.purgeDead().toLong() }
+
+        /**
+         * [ReliableQueue.consume] with a suspending [handler]: returning acks, throwing nacks.
+         * Each handler runs on a thread of its own; cancelling this coroutine stops the
+         * consumers (a delivery whose handler was running returns after the visibility timeout).
+         */
+        suspend fun consume(concurrency: Int = 1, handler: suspend (Delivery) -> Unit) =
+            native { ffi.consume(concurrency(concurrency), bridge { d -> runBlocking { handler(d) } }) }
+    }
+}
+
+private fun entry(o: ReliableOffer) = ReliableOfferEntry(o.payload, Bridge.parts(o.delay), o.id)
+
+private fun stats(s: dev.delayq.ffi.ReliableStats) =
+    ReliableStats(s.delayed.toLong(), s.ready.toLong(), s.inFlight.toLong(), s.dead.toLong())
+
+private fun deadLetter(d: dev.delayq.ffi.DeadLetter) = DeadLetter(d.id, d.payload, d.attempts.toInt(), d.diedAt)
+
+private fun limit(n: Int): UInt {
+    if (n < 0) throw InvalidArgumentException("limit must not be negative, got $n")
+    return n.toUInt()
+}
+
+/** Core rejects 0; a negative count is rejected here, before it could wrap to a huge unsigned one. */
+private fun concurrency(n: Int): UInt {
+    if (n < 0) throw InvalidArgumentException("concurrency must be at least 1, got $n")
+    return n.toUInt()
+}
+
+/** The user's handler as the native side calls it: null on success, the failure's description otherwise. */
+private fun bridge(handler: DeliveryHandler): FfiDeliveryHandler =
+    object : FfiDeliveryHandler {
+        override fun handle(delivery: FfiDelivery): String? =
+            try {
+                handler.handle(Delivery(delivery))
+                null
+            } catch (t: Throwable) {
+                t.toString()
+            }
+    }

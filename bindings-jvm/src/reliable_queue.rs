@@ -1,0 +1,411 @@
+//! [`ReliableQueue`] and [`Delivery`]: at-least-once delivery, over `delayq::ReliableQueue`.
+//!
+//! As in `delayed_queue.rs`, each call is a private method returning core's future, exported
+//! twice: async (a Kotlin `suspend fun`), and `_blocking`. `consume` hands each delivery to a
+//! [`DeliveryHandler`] that the Kotlin facade implements around the user's handler.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::error::FfiError;
+use crate::runtime::{block, run};
+use crate::time::DurationParts;
+
+type Res<T> = Result<T, FfiError>;
+
+/// How long to wait before a retry; see `delayq::Backoff`.
+#[derive(Debug, Clone, uniffi::Enum)]
+pub enum BackoffSpec {
+    /// `base * 2^(attempt-1)`, capped at `max`, with jitter.
+    Exponential {
+        base: DurationParts,
+        max: DurationParts,
+    },
+    /// Explicit delays after the 1st, 2nd, ... failed attempt; the last one repeats.
+    Schedule { delays: Vec<DurationParts> },
+}
+
+/// Options of a reliable queue handle; see `delayq::ReliableQueueOptions`.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct ReliableOptions {
+    pub visibility_timeout: DurationParts,
+    pub max_attempts: u32,
+    pub backoff: BackoffSpec,
+    /// Run this process's transfer task for the queue.
+    pub scheduler: bool,
+    /// Longest pause between two transfer passes.
+    pub reconcile_interval: DurationParts,
+}
+
+impl ReliableOptions {
+    /// Core's options; every duration is checked by core (`delayq::delay`).
+    pub(crate) fn to_core(&self) -> delayq::Result<delayq::ReliableQueueOptions> {
+        let backoff = match &self.backoff {
+            BackoffSpec::Exponential { base, max } => delayq::Backoff::Exponential {
+                base: base.delay()?,
+                max: max.delay()?,
+            },
+            BackoffSpec::Schedule { delays } => delayq::Backoff::Schedule(
+                delays
+                    .iter()
+                    .map(|d| d.delay())
+                    .collect::<delayq::Result<_>>()?,
+            ),
+        };
+        Ok(delayq::ReliableQueueOptions {
+            visibility_timeout: self.visibility_timeout.delay()?,
+            max_attempts: self.max_attempts,
+            backoff,
+            scheduler: delayq::SchedulerOptions {
+                enabled: self.scheduler,
+                reconcile_interval: self.reconcile_interval.timeout()?,
+                ..Default::default()
+            },
+        })
+    }
+}
+
+/// Counts of a reliable queue.
+#[derive(Debug, Clone, Copy, uniffi::Record)]
+pub struct ReliableStats {
+    pub delayed: u64,
+    pub ready: u64,
+    pub in_flight: u64,
+    pub dead: u64,
+}
+
+/// A message in the dead letters.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct DeadLetter {
+    pub id: String,
+    pub payload: Vec<u8>,
+    pub attempts: u32,
+    pub died_at: i64,
+}
+
+impl From<delayq::ReliableStats> for ReliableStats {
+    fn from(s: delayq::ReliableStats) -> Self {
+        ReliableStats {
+            delayed: s.delayed,
+            ready: s.ready,
+            in_flight: s.in_flight,
+            dead: s.dead,
+        }
+    }
+}
+
+impl From<delayq::DeadLetter> for DeadLetter {
+    fn from(d: delayq::DeadLetter) -> Self {
+        DeadLetter {
+            id: d.id,
+            payload: d.payload,
+            attempts: d.attempts,
+            died_at: d.died_at,
+        }
+    }
+}
+
+/// One message for `offer_all`: its payload, delay and optional id.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct ReliableOfferEntry {
+    pub payload: Vec<u8>,
+    pub delay: DurationParts,
+    pub id: Option<String>,
+}
+
+/// What `consume` calls for each delivery; implemented by the Kotlin facade. It runs on a
+/// thread of its own (one per concurrent delivery), so it may block.
+#[uniffi::export(foreign)]
+pub trait DeliveryHandler: Send + Sync {
+    /// Handles one delivery: returns `None` on success (the delivery is acked), or the
+    /// failure's description (the delivery is nacked with the queue's back-off).
+    fn handle(&self, delivery: Arc<Delivery>) -> Option<String>;
+}
+
+/// A handle on one reliable queue; see `delayq::ReliableQueue`.
+#[derive(uniffi::Object)]
+pub struct ReliableQueue {
+    inner: delayq::ReliableQueue,
+}
+
+/// A received message; see `delayq::Delivery`.
+#[derive(uniffi::Object)]
+pub struct Delivery {
+    inner: delayq::Delivery,
+}
+
+impl ReliableQueue {
+    pub(crate) fn new(inner: delayq::ReliableQueue) -> Self {
+        ReliableQueue { inner }
+    }
+
+    fn offer_fut(
+        &self,
+        payload: Vec<u8>,
+        delay: DurationParts,
+        id: Option<String>,
+    ) -> impl Future<Output = delayq::Result<String>> + Send + 'static {
+        let q = self.inner.clone();
+        async move { q.offer(payload, delay.delay()?, id.as_deref()).await }
+    }
+
+    fn offer_all_fut(
+        &self,
+        entries: Vec<ReliableOfferEntry>,
+    ) -> impl Future<Output = delayq::Result<Vec<String>>> + Send + 'static {
+        let q = self.inner.clone();
+        async move {
+            let checked = entries
+                .into_iter()
+                .map(|e| Ok((e.payload, e.delay.delay()?, e.id)))
+                .collect::<delayq::Result<Vec<_>>>()?;
+            q.offer_all(checked.iter().map(|(p, d, id)| (p, *d, id.as_deref())))
+                .await
+        }
+    }
+
+    fn cancel_fut(
+        &self,
+        id: String,
+    ) -> impl Future<Output = delayq::Result<bool>> + Send + 'static {
+        let q = self.inner.clone();
+        async move { q.cancel(&id).await }
+    }
+
+    fn reschedule_fut(
+        &self,
+        id: String,
+        delay: DurationParts,
+    ) -> impl Future<Output = delayq::Result<bool>> + Send + 'static {
+        let q = self.inner.clone();
+        async move { q.reschedule(&id, delay.delay()?).await }
+    }
+
+    fn receive_fut(
+        &self,
+        timeout: Option<DurationParts>,
+    ) -> impl Future<Output = delayq::Result<Option<Arc<Delivery>>>> + Send + 'static {
+        let q = self.inner.clone();
+        async move {
+            let timeout = timeout.map(DurationParts::timeout).transpose()?;
+            Ok(q.receive(timeout)
+                .await?
+                .map(|inner| Arc::new(Delivery { inner })))
+        }
+    }
+
+    fn stats_fut(&self) -> impl Future<Output = delayq::Result<ReliableStats>> + Send + 'static {
+        let q = self.inner.clone();
+        async move { q.stats().await.map(Into::into) }
+    }
+
+    fn dead_letters_fut(
+        &self,
+        limit: u32,
+    ) -> impl Future<Output = delayq::Result<Vec<DeadLetter>>> + Send + 'static {
+        let q = self.inner.clone();
+        async move {
+            let list = q.dead_letters(limit as usize).await?;
+            Ok(list.into_iter().map(Into::into).collect())
+        }
+    }
+
+    fn requeue_dead_fut(
+        &self,
+        ids: Option<Vec<String>>,
+    ) -> impl Future<Output = delayq::Result<u64>> + Send + 'static {
+        let q = self.inner.clone();
+        async move { q.requeue_dead(ids.as_deref()).await }
+    }
+
+    fn purge_dead_fut(&self) -> impl Future<Output = delayq::Result<u64>> + Send + 'static {
+        let q = self.inner.clone();
+        async move { q.purge_dead().await }
+    }
+
+    /// Core's `consume`, with each delivery handed to `handler` on a blocking thread.
+    fn consume_fut(
+        &self,
+        concurrency: u32,
+        handler: Arc<dyn DeliveryHandler>,
+    ) -> impl Future<Output = delayq::Result<()>> + Send + 'static {
+        let q = self.inner.clone();
+        async move {
+            q.consume(concurrency as usize, move |d| {
+                let handler = handler.clone();
+                async move {
+                    let delivery = Arc::new(Delivery { inner: d });
+                    match tokio::task::spawn_blocking(move || handler.handle(delivery)).await {
+                        Ok(None) => Ok(()),
+                        Ok(Some(failure)) => Err(failure),
+                        Err(e) => Err(format!("handler failed: {e}")),
+                    }
+                }
+            })
+            .await
+        }
+    }
+}
+
+#[uniffi::export]
+impl ReliableQueue {
+    /// The queue's name.
+    pub fn name(&self) -> String {
+        self.inner.name().to_owned()
+    }
+
+    /// Closes this handle; a running `consume` returns. Idempotent.
+    pub fn close_handle(&self) {
+        self.inner.close();
+    }
+
+    /// Offers `payload` due after `delay`; returns its id (generated, or `id`). An `id`
+    /// still waiting or in flight is not offered twice.
+    pub async fn offer(
+        &self,
+        payload: Vec<u8>,
+        delay: DurationParts,
+        id: Option<String>,
+    ) -> Res<String> {
+        run(self.offer_fut(payload, delay, id)).await
+    }
+    pub fn offer_blocking(
+        &self,
+        payload: Vec<u8>,
+        delay: DurationParts,
+        id: Option<String>,
+    ) -> Res<String> {
+        block(self.offer_fut(payload, delay, id))
+    }
+
+    /// Offers many messages; returns their ids in order. All are checked first.
+    pub async fn offer_all(&self, entries: Vec<ReliableOfferEntry>) -> Res<Vec<String>> {
+        run(self.offer_all_fut(entries)).await
+    }
+    pub fn offer_all_blocking(&self, entries: Vec<ReliableOfferEntry>) -> Res<Vec<String>> {
+        block(self.offer_all_fut(entries))
+    }
+
+    /// Removes a message that has not come due; returns whether there was one.
+    pub async fn cancel(&self, id: String) -> Res<bool> {
+        run(self.cancel_fut(id)).await
+    }
+    pub fn cancel_blocking(&self, id: String) -> Res<bool> {
+        block(self.cancel_fut(id))
+    }
+
+    /// Moves a message that has not come due to `delay` from now.
+    pub async fn reschedule(&self, id: String, delay: DurationParts) -> Res<bool> {
+        run(self.reschedule_fut(id, delay)).await
+    }
+    pub fn reschedule_blocking(&self, id: String, delay: DurationParts) -> Res<bool> {
+        block(self.reschedule_fut(id, delay))
+    }
+
+    /// The next ready message, waiting up to `timeout` (none: forever) on the server.
+    pub async fn receive(&self, timeout: Option<DurationParts>) -> Res<Option<Arc<Delivery>>> {
+        run(self.receive_fut(timeout)).await
+    }
+    pub fn receive_blocking(&self, timeout: Option<DurationParts>) -> Res<Option<Arc<Delivery>>> {
+        block(self.receive_fut(timeout))
+    }
+
+    /// Counts of delayed, ready, in-flight and dead messages.
+    pub async fn stats(&self) -> Res<ReliableStats> {
+        run(self.stats_fut()).await
+    }
+    pub fn stats_blocking(&self) -> Res<ReliableStats> {
+        block(self.stats_fut())
+    }
+
+    /// Up to `limit` dead letters.
+    pub async fn dead_letters(&self, limit: u32) -> Res<Vec<DeadLetter>> {
+        run(self.dead_letters_fut(limit)).await
+    }
+    pub fn dead_letters_blocking(&self, limit: u32) -> Res<Vec<DeadLetter>> {
+        block(self.dead_letters_fut(limit))
+    }
+
+    /// Makes dead letters ready again (those with `ids`, or all); returns how many.
+    pub async fn requeue_dead(&self, ids: Option<Vec<String>>) -> Res<u64> {
+        run(self.requeue_dead_fut(ids)).await
+    }
+    pub fn requeue_dead_blocking(&self, ids: Option<Vec<String>>) -> Res<u64> {
+        block(self.requeue_dead_fut(ids))
+    }
+
+    /// Deletes every dead letter; returns how many there were.
+    pub async fn purge_dead(&self) -> Res<u64> {
+        run(self.purge_dead_fut()).await
+    }
+    pub fn purge_dead_blocking(&self) -> Res<u64> {
+        block(self.purge_dead_fut())
+    }
+
+    /// Runs `handler` on deliveries, `concurrency` at a time, until the handle or its
+    /// client is closed: acks on success, nacks on failure.
+    pub async fn consume(&self, concurrency: u32, handler: Arc<dyn DeliveryHandler>) -> Res<()> {
+        run(self.consume_fut(concurrency, handler)).await
+    }
+    pub fn consume_blocking(&self, concurrency: u32, handler: Arc<dyn DeliveryHandler>) -> Res<()> {
+        block(self.consume_fut(concurrency, handler))
+    }
+}
+
+impl Delivery {
+    fn ack_fut(&self) -> impl Future<Output = delayq::Result<bool>> + Send + 'static {
+        let d = self.inner.clone();
+        async move { d.ack().await }
+    }
+
+    fn nack_fut(
+        &self,
+        delay: Option<DurationParts>,
+    ) -> impl Future<Output = delayq::Result<bool>> + Send + 'static {
+        let d = self.inner.clone();
+        async move {
+            let delay = delay.map(DurationParts::delay).transpose()?;
+            d.nack(delay).await
+        }
+    }
+}
+
+#[uniffi::export]
+impl Delivery {
+    /// The message id.
+    pub fn id(&self) -> String {
+        self.inner.id.clone()
+    }
+
+    /// The payload.
+    pub fn payload(&self) -> Vec<u8> {
+        self.inner.payload.clone()
+    }
+
+    /// Which delivery this is: 1 for the first.
+    pub fn attempt(&self) -> u32 {
+        self.inner.attempt
+    }
+
+    /// When the message came due (server Unix ms).
+    pub fn due_at(&self) -> i64 {
+        self.inner.due_at
+    }
+
+    /// Acknowledges; false when this delivery had already ended.
+    pub async fn ack(&self) -> Res<bool> {
+        run(self.ack_fut()).await
+    }
+    pub fn ack_blocking(&self) -> Res<bool> {
+        block(self.ack_fut())
+    }
+
+    /// Retries after `delay` (none: the queue's back-off), or buries the message after its
+    /// last attempt; false when this delivery had already ended.
+    pub async fn nack(&self, delay: Option<DurationParts>) -> Res<bool> {
+        run(self.nack_fut(delay)).await
+    }
+    pub fn nack_blocking(&self, delay: Option<DurationParts>) -> Res<bool> {
+        block(self.nack_fut(delay))
+    }
+}

@@ -1,0 +1,32 @@
+import dev.delayq.Backoff;
+import dev.delayq.Client;
+import dev.delayq.ReliableQueue;
+import dev.delayq.ReliableQueueOptions;
+import java.time.Duration;
+
+/**
+ * A reliable consumer: offers one job, then consumes with four handlers at a time, acking
+ * what was handled and retrying what failed (the first attempt fails here on purpose).
+ * Args: url queue.
+ */
+public class ReliableWorker {
+    public static void main(String[] args) {
+        String url = args.length > 0 ? args[0] : System.getenv().getOrDefault("REDIS_URL", "redis://127.0.0.1:6379");
+        String queueName = args.length > 1 ? args[1] : "jobs";
+        ReliableQueueOptions options = new ReliableQueueOptions()
+                .withVisibilityTimeout(Duration.ofSeconds(30))
+                .withMaxAttempts(5)
+                .withBackoff(Backoff.schedule(Duration.ofMillis(200), Duration.ofMinutes(3), Duration.ofMinutes(10)));
+        try (Client client = Client.connect(url);
+                ReliableQueue jobs = client.reliableQueue(queueName, options)) {
+            jobs.offer("charge card 42", Duration.ofMillis(500), "invoice-42");
+            jobs.consume(4, delivery -> {
+                System.out.println("[java worker] " + delivery.getId() + " attempt " + delivery.getAttempt()
+                        + ": " + delivery.payloadString());
+                if (delivery.getAttempt() == 1) throw new IllegalStateException("card network down; retry");
+                jobs.close(); // one job is enough for the example: consume returns
+            });
+            System.out.println("[java worker] done");
+        }
+    }
+}
