@@ -35,7 +35,6 @@ step_redisson() {
 
 # The agents of tests/interop/agents/, one per language, built or installed as needed.
 AGENTS=()
-AGENTS_RELIABLE=()
 build_agents() {
   if [ "${#AGENTS[@]}" -gt 0 ]; then return 0; fi
   step "build the interop agents"
@@ -53,8 +52,6 @@ build_agents() {
     (cd "$ROOT/bindings-node" && npm install --no-audit --no-fund && npm run build:debug) || return 1
   fi
   AGENTS+=(--agent "node=node $ROOT/tests/interop/agents/agent.js")
-  AGENTS_RELIABLE=("${AGENTS[@]}")
-  # The JVM binding has the delayed queue only so far.
   bash "$ROOT/tests/interop/agents/jvm/agent.sh" --build || return 1
   AGENTS+=(--agent "jvm=bash $ROOT/tests/interop/agents/jvm/agent.sh")
 }
@@ -70,7 +67,7 @@ step_matrix_delayed() {
 step_matrix_reliable() {
   build_agents || return 1
   step "matrix: reliable queue"
-  python3 "$ROOT/tests/interop/matrix.py" --kind reliable --count 2000 "${AGENTS_RELIABLE[@]}"
+  python3 "$ROOT/tests/interop/matrix.py" --kind reliable --count 2000 "${AGENTS[@]}"
 }
 
 # Issue 7: 10,000 reliable messages through 8 consumer processes in two languages.

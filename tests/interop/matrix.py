@@ -7,7 +7,7 @@ Every payload must arrive exactly once and none before its due time (server cloc
 
 Phase 2 (bytes): for each consumer language, every producer language offers the special
 payloads (zero bytes, invalid UTF-8, multi-byte UTF-8, the empty value) into a queue that
-only that consumer reads; each must come out byte-identical.
+only that consumer reads (once the producers are done); each must come out byte-identical.
 
 Agents follow tests/interop/agents/README.md. Usage:
   matrix.py --kind delayed --agent rust='target/debug/delayq-interop-agent' --agent python='...'
@@ -244,7 +244,9 @@ def main() -> int:
         # Phase 2: byte-identical special payloads, every producer to every consumer.
         if args.skip_bytes:
             return finish(passed, failed, args.kind)
-        commands = []
+        # Producers first, then consumers: a consumer's idle window must not pass while a
+        # slow-starting producer (a JVM on a loaded machine) has not offered yet.
+        producers, consumers = [], []
         for consumer in agents:
             q = f"bytes-{args.kind}-{consumer}-{os.getpid()}"
             for producer, cmd in agents.items():
@@ -252,7 +254,7 @@ def main() -> int:
                 with open(infile, "w") as f:
                     for i, payload in enumerate(special_payloads(producer)):
                         f.write(f"{payload.hex()}\t{i * 100}\n")
-                commands.append(
+                producers.append(
                     (
                         f"bytes producer {producer}->{consumer}",
                         cmd
@@ -266,7 +268,7 @@ def main() -> int:
                         ],
                     )
                 )
-            commands.append(
+            consumers.append(
                 (
                     f"bytes consumer {consumer}",
                     agents[consumer]
@@ -280,7 +282,8 @@ def main() -> int:
                     ],
                 )
             )
-        run_all(commands, timeout=180)
+        run_all(producers, timeout=180)
+        run_all(consumers, timeout=180)
         for consumer in agents:
             got = collections.Counter(
                 bytes.fromhex(r[0]) for r in read_lines(os.path.join(work, f"bytes-got-{consumer}"))
