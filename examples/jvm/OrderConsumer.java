@@ -7,7 +7,7 @@ import java.util.regex.Pattern;
 
 /** The demo's Java consumer: prints each order as it comes due. Args: url queue count idleSeconds. */
 public final class OrderConsumer {
-    private static final Pattern FIELD = Pattern.compile("\"(id|lang|due)\":\"?([^\",}]*)");
+    private static final Pattern FIELD = Pattern.compile("\"(id|lang|due)\":\\s*\"?([^\",}]*)");
 
     public static void main(String[] args) {
         String url = args[0], queueName = args[1];
