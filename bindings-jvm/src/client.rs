@@ -6,6 +6,7 @@ use crate::delayed_queue::DelayedQueue;
 use crate::error::FfiError;
 use crate::reliable_queue::{ReliableOptions, ReliableQueue};
 use crate::runtime::{block, run};
+use crate::time::DurationParts;
 
 /// A connection to Redis; see `delayq::Client`.
 #[derive(uniffi::Object)]
@@ -31,12 +32,53 @@ pub fn connect_blocking(url: String) -> Result<Arc<Client>, FfiError> {
     block(async move { delayq::Client::connect(&url).await }).map(wrap)
 }
 
+/// Connects to a Redis Cluster through its seed URLs (or, with one URL and `cluster`
+/// false, to one server).
+#[uniffi::export]
+pub async fn connect_with(urls: Vec<String>, cluster: bool) -> Result<Arc<Client>, FfiError> {
+    let opts = options(urls, cluster);
+    run(async move { delayq::Client::connect_with(opts).await })
+        .await
+        .map(wrap)
+}
+
+/// [`connect_with`], blocking the calling thread.
+#[uniffi::export]
+pub fn connect_with_blocking(urls: Vec<String>, cluster: bool) -> Result<Arc<Client>, FfiError> {
+    let opts = options(urls, cluster);
+    block(async move { delayq::Client::connect_with(opts).await }).map(wrap)
+}
+
+fn options(urls: Vec<String>, cluster: bool) -> delayq::ClientOptions {
+    let mut opts = delayq::ClientOptions::cluster(urls);
+    opts.cluster = cluster;
+    opts
+}
+
 #[uniffi::export]
 impl Client {
     /// A handle on the Redisson-compatible delayed queue `name`, running its transfer task.
     pub fn delayed_queue(&self, name: String) -> Result<Arc<DelayedQueue>, FfiError> {
         Ok(Arc::new(DelayedQueue::new(
             self.inner.delayed_queue(&name)?,
+        )))
+    }
+
+    /// A handle on the delayed queue `name`; its transfer task runs only if `scheduler`,
+    /// waking at least every `reconcile_interval`.
+    pub fn delayed_queue_with(
+        &self,
+        name: String,
+        scheduler: bool,
+        reconcile_interval: DurationParts,
+    ) -> Result<Arc<DelayedQueue>, FfiError> {
+        let opts = delayq::SchedulerOptions {
+            enabled: scheduler,
+            reconcile_interval: reconcile_interval.timeout()?,
+            ..Default::default()
+        };
+        Ok(Arc::new(DelayedQueue::new(
+            self.inner.delayed_queue_with(&name, opts)?,
         )))
     }
 

@@ -5,7 +5,7 @@ import dev.delayq.ffi.Client as FfiClient
 
 /**
  * A connection to Redis (`redis://[user:pass@]host:port/db`, `rediss://` for TLS,
- * `redis+unix:///path`). Thread-safe; share one per process. Closing it closes every
+ * `redis+unix:///path`), or to a Redis Cluster ([connectCluster]). Thread-safe; share one per process. Closing it closes every
  * queue handle it gave out.
  *
  * ```java
@@ -27,6 +27,17 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
 
         /** Connects from a coroutine. */
         suspend fun connectSuspend(url: String): Client = native { Client(dev.delayq.ffi.connect(url)) }
+
+        /** Connects to a Redis Cluster through one or more of its nodes' URLs, blocking the calling thread. */
+        @JvmStatic
+        fun connectCluster(seeds: List<String>): Client = native { Client(dev.delayq.ffi.connectWithBlocking(seeds, true)) }
+
+        /** [connectCluster] without blocking. */
+        @JvmStatic
+        fun connectClusterAsync(seeds: List<String>): CompletableFuture<Client> = Bridge.future { connectClusterSuspend(seeds) }
+
+        /** [connectCluster] from a coroutine. */
+        suspend fun connectClusterSuspend(seeds: List<String>): Client = native { Client(dev.delayq.ffi.connectWith(seeds, true)) }
     }
 
     /** The suspending API of this client, for coroutines. */
@@ -34,6 +45,10 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
 
     /** A handle on the Redisson-compatible delayed queue [name], running its transfer task. */
     fun delayedQueue(name: String): DelayedQueue = native { DelayedQueue(ffi.delayedQueue(name)) }
+
+    /** A handle on the delayed queue [name] with [options] (for example without this process's transfer task). */
+    fun delayedQueue(name: String, options: DelayedQueueOptions): DelayedQueue =
+        native { DelayedQueue(ffi.delayedQueueWith(name, options.scheduler, Bridge.parts(options.reconcileInterval))) }
 
     /**
      * A handle on the reliable queue [name]: at-least-once delivery with acknowledgement,

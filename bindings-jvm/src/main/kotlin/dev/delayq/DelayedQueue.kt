@@ -8,6 +8,20 @@ import dev.delayq.ffi.DelayedQueue as FfiDelayedQueue
 /** Counts of a delayed queue: entries still [delayed], values [ready] to take, [corrupt] entries set aside. */
 data class DelayedStats(val delayed: Long, val ready: Long, val corrupt: Long)
 
+/**
+ * Options of a delayed queue handle: whether this process runs the queue's transfer task
+ * ([scheduler], default true: a handle that opts out relies on another process or
+ * `delayq transfer`) and the longest pause between two of its passes ([reconcileInterval], default 1 s).
+ */
+data class DelayedQueueOptions @JvmOverloads constructor(
+    val scheduler: Boolean = true,
+    val reconcileInterval: Duration = Duration.ofSeconds(1),
+) {
+    fun withScheduler(value: Boolean) = copy(scheduler = value)
+
+    fun withReconcileInterval(value: Duration) = copy(reconcileInterval = value)
+}
+
 /** One value for [DelayedQueue.offerAll] and its delay. */
 class Offer(val value: ByteArray, val delay: Duration) {
     /** A UTF-8 string value. */

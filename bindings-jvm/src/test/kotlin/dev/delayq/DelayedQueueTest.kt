@@ -188,4 +188,23 @@ class DelayedQueueTest {
         assertThrows<ClosedException> { client.serverTimeMs() }
         assertThrows<ClosedException> { client.delayedQueue("other") }
     }
+
+    @Test
+    fun `a handle without a scheduler moves nothing, one with a scheduler does`(redis: RedisServer) {
+        run {
+            Client.connect(redis.url).use { client ->
+                val name = RedisServer.uniqueName("no-scheduler")
+                client.delayedQueue(name, DelayedQueueOptions(scheduler = false)).use { q ->
+                    q.offer("v", Duration.ZERO)
+                    assertEquals(null, q.take(Duration.ofMillis(300)), "nobody moved the due entry")
+                    assertEquals(1L, q.size())
+                    client.delayedQueue(name, DelayedQueueOptions().withReconcileInterval(Duration.ofMillis(100))).use { mover ->
+                        assertEquals("v", q.take(Duration.ofSeconds(10))?.let { String(it) })
+                        assertEquals(0L, mover.size())
+                    }
+                }
+                assertThrows<InvalidArgumentException> { client.delayedQueue(name, DelayedQueueOptions(reconcileInterval = Duration.ZERO)) }
+            }
+        }
+    }
 }

@@ -10,15 +10,15 @@ import java.net.Socket
 import java.util.concurrent.TimeUnit
 import java.util.concurrent.atomic.AtomicInteger
 
-/** A real `redis-server` on a free loopback port, without persistence; [close] stops it. */
-class RedisServer : AutoCloseable {
+/** A real `redis-server` on a free loopback port, without persistence, with [extraArgs]; [close] stops it. */
+class RedisServer(vararg extraArgs: String) : AutoCloseable {
     val port: Int = ServerSocket(0, 0, java.net.InetAddress.getLoopbackAddress()).use { it.localPort }
     val url: String get() = "redis://127.0.0.1:$port"
     private val dir = kotlin.io.path.createTempDirectory("delayq-jvm-redis").toFile()
     private val process: Process =
         ProcessBuilder(
             "redis-server", "--port", "$port", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-            "--dir", dir.path,
+            "--dir", dir.path, *extraArgs,
         ).redirectErrorStream(true).redirectOutput(File(dir, "redis.log")).start()
 
     init {
