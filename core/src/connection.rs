@@ -178,6 +178,8 @@ pub(crate) struct Connection {
     commands: Commands,
     /// Used for pub/sub (any node of a cluster) and for dedicated single-server connections.
     node: redis::Client,
+    /// For dedicated cluster connections: no response time limit, per attempt or overall
+    /// (a blocking command's reply comes when a value does).
     cluster: Option<ClusterClient>,
     pool: Arc<Mutex<Vec<Dedicated>>>,
     opts: Arc<ClientOptions>,
@@ -201,13 +203,21 @@ impl Connection {
         })?;
         let cluster_mode = opts.cluster || opts.urls.len() > 1;
         let (commands, cluster) = if cluster_mode {
-            let cluster = ClusterClient::builder(opts.urls.iter().map(String::as_str))
-                .connection_timeout(opts.connect_timeout)
+            let builder = || {
+                ClusterClient::builder(opts.urls.iter().map(String::as_str))
+                    .connection_timeout(opts.connect_timeout)
+            };
+            let bad = |e: redis::RedisError| Error::invalid(format!("bad cluster options: {e}"));
+            let cluster = builder()
                 .response_timeout(opts.response_timeout)
                 .build()
-                .map_err(|e| Error::invalid(format!("bad cluster options: {e}")))?;
+                .map_err(bad)?;
+            let blocking = builder()
+                .overall_response_timeout(None)
+                .build()
+                .map_err(bad)?;
             let conn = with_timeout(opts.connect_timeout, cluster.get_async_connection()).await?;
-            (Commands::Cluster(conn), Some(cluster))
+            (Commands::Cluster(conn), Some(blocking))
         } else {
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(opts.connect_timeout))
@@ -247,12 +257,8 @@ impl Connection {
         }
         match &self.cluster {
             Some(cluster) => {
-                let config = redis::cluster::ClusterConfig::new();
-                let conn = with_timeout(
-                    self.opts.connect_timeout,
-                    cluster.get_async_connection_with_config(config),
-                )
-                .await?;
+                let conn =
+                    with_timeout(self.opts.connect_timeout, cluster.get_async_connection()).await?;
                 Ok(Dedicated::Cluster(conn))
             }
             None => {

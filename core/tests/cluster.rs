@@ -84,3 +84,31 @@ async fn delayed_and_reliable_queues_work_on_a_cluster() {
         assert_eq!(r.stats().await.unwrap(), Default::default());
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn blocking_calls_on_a_cluster_outlast_the_response_time_limit() {
+    let cluster = Cluster::start();
+    let mut opts = ClientOptions::cluster(cluster.seeds());
+    opts.response_timeout = Duration::from_millis(200);
+    let client = Client::connect_with(opts).await.unwrap();
+    let q = client.delayed_queue("slow-take").unwrap();
+    let r = client
+        .reliable_queue("slow-receive", ReliableQueueOptions::default())
+        .unwrap();
+    // Waits of 1 s, five times the reply limit of ordinary commands: a timeout is no error.
+    assert_eq!(q.take(Some(Duration::from_secs(1))).await.unwrap(), None);
+    assert!(r
+        .receive(Some(Duration::from_secs(1)))
+        .await
+        .unwrap()
+        .is_none());
+    // And a value that comes after the limit is still delivered.
+    q.offer("late", Duration::from_millis(600)).await.unwrap();
+    assert_eq!(
+        q.take(Some(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"late"[..])
+    );
+}
