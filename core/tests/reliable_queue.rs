@@ -198,6 +198,79 @@ async fn reschedule_moves_a_waiting_message() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_ready_message_nobody_received_can_be_cancelled_or_rescheduled() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    // No transfer task needed: messages due now go straight to the ready stream.
+    let q = c.reliable_queue("ready-cancel", opts(30_000, 5)).unwrap();
+    let generated = q.offer("g", Duration::ZERO, None).await.unwrap();
+    q.offer("c", Duration::ZERO, Some("caller")).await.unwrap();
+    let moved = q.offer("m", Duration::ZERO, None).await.unwrap();
+    q.offer("r", Duration::ZERO, Some("received"))
+        .await
+        .unwrap();
+    assert_eq!(q.stats().await.unwrap().ready, 4);
+    assert!(q.cancel(&generated).await.unwrap());
+    assert!(q.cancel("caller").await.unwrap());
+    assert!(!q.cancel("caller").await.unwrap());
+    assert!(q.reschedule(&moved, LONG).await.unwrap());
+    assert_eq!(
+        q.stats().await.unwrap(),
+        ReliableStats {
+            delayed: 1,
+            ready: 1,
+            ..Default::default()
+        }
+    );
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    assert_eq!(d.id, "received");
+    assert!(!q.cancel("received").await.unwrap(), "in flight");
+    assert!(!q.reschedule("received", LONG).await.unwrap(), "in flight");
+    assert!(q
+        .receive(Some(Duration::from_millis(200)))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(d.ack().await.unwrap());
+    // the caller's id is free again once cancelled
+    q.offer("c2", Duration::ZERO, Some("caller")).await.unwrap();
+    let again = q.receive(WAIT).await.unwrap().unwrap();
+    assert_eq!(
+        (again.id.as_str(), again.payload.as_slice()),
+        ("caller", &b"c2"[..])
+    );
+    again.ack().await.unwrap();
+    assert!(q.cancel(&moved).await.unwrap(), "rescheduled, found by id");
+    assert_eq!(q.stats().await.unwrap(), ReliableStats::default());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ids_of_256_bytes_survive_every_layout() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("long-ids", opts(30_000, 5)).unwrap();
+    let long = |c: char| std::iter::repeat_n(c, 128).collect::<String>() + &"é".repeat(64);
+    let (a, b, n) = (long('a'), long('b'), long('n'));
+    assert_eq!(a.len(), 256);
+    // a bucket list, then reschedule; a bucket list, then cancel; 'near'
+    assert_eq!(q.offer("pa", LONG, Some(&a)).await.unwrap(), a);
+    assert_eq!(q.offer("pb", LONG, Some(&b)).await.unwrap(), b);
+    q.offer("pn", Duration::from_millis(300), Some(&n))
+        .await
+        .unwrap();
+    assert!(q.reschedule(&a, Duration::from_millis(500)).await.unwrap());
+    assert!(q.cancel(&b).await.unwrap());
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let d = q.receive(WAIT).await.unwrap().expect("delivered");
+        got.push((d.id.clone(), d.payload.clone()));
+        d.ack().await.unwrap();
+    }
+    assert_eq!(got, vec![(n, b"pn".to_vec()), (a, b"pa".to_vec())]);
+    assert_eq!(q.stats().await.unwrap(), ReliableStats::default());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_unacked_message_comes_back_after_the_visibility_timeout() {
     let server = RedisServer::start();
     let c = Client::connect(&server.url()).await.unwrap();
@@ -332,19 +405,22 @@ async fn consume_acks_on_success_and_retries_failures() {
     let runner = {
         let (q, calls, done) = (q.clone(), calls.clone(), done.clone());
         tokio::spawn(async move {
-            q.consume(8, move |d| {
-                let (calls, done) = (calls.clone(), done.clone());
-                async move {
-                    calls.fetch_add(1, Ordering::SeqCst);
-                    // Every tenth message fails on its first attempt.
-                    let i: u64 = String::from_utf8_lossy(&d.payload).parse().unwrap();
-                    if i.is_multiple_of(10) && d.attempt == 1 {
-                        return Err("first attempt fails");
+            q.consume(
+                move |d| {
+                    let (calls, done) = (calls.clone(), done.clone());
+                    async move {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        // Every tenth message fails on its first attempt.
+                        let i: u64 = String::from_utf8_lossy(&d.payload).parse().unwrap();
+                        if i.is_multiple_of(10) && d.attempt == 1 {
+                            return Err("first attempt fails");
+                        }
+                        *done.lock().unwrap().entry(d.id.clone()).or_default() += 1;
+                        Ok(())
                     }
-                    *done.lock().unwrap().entry(d.id.clone()).or_default() += 1;
-                    Ok(())
-                }
-            })
+                },
+                8,
+            )
             .await
         })
     };

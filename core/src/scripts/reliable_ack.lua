@@ -6,7 +6,7 @@
 if redis.call('EXISTS', READY) == 0 then return 0 end
 if redis.call('XACK', READY, GROUP, ARGV[3]) == 0 then return 0 end
 redis.call('XDEL', READY, ARGV[3])
--- Only indexed ids have an entry; while this delivery was pending no other message could
--- hold the id (offers of it were de-duplicated).
+-- The id's entry says where this delivery was ('r<sid>'); while it was pending no other
+-- message could hold the id (offers of it were de-duplicated).
 redis.call('HDEL', IDS, ARGV[4])
 return 1

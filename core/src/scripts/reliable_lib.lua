@@ -4,14 +4,17 @@
 --   KEYS[1] wheel  (zset: bucket number -> bucket start ms)
 --   KEYS[2] near   (zset: packed entry -> due ms, the entries due within a bucket width)
 --   KEYS[3] ready  (stream with consumer group 'delayq': ready and in-flight messages)
---   KEYS[4] ids    (hash: id -> location, for ids whose bucket cannot be read from the id)
+--   KEYS[4] ids    (hash: id -> location: 'b<bucket hex>' or 'n' for a delayed message whose
+--                  bucket cannot be read from its id, 'r<stream entry id>' for every ready or
+--                  in-flight message)
 --   KEYS[5] dead   (hash: id -> packed dead letter)
 --   KEYS[6] meta   (hash: counters)
 -- and ARGV[1] = the key prefix '{dq:N}:' (bucket lists are '{dq:N}:b:<bucket hex>', all in
 -- the queue's hash slot), ARGV[2] = bucket width in ms. Script arguments start at ARGV[3].
 --
 -- An entry in a bucket list or in 'near' is
---   struct.pack('BBHBc0', attempts, flags, offset, #id, id) .. payload
+--   struct.pack('BBHHc0', attempts, flags, offset, #id, id) .. payload
+-- (the id length takes two bytes: a caller's id may be 256 bytes long)
 -- attempts: deliveries so far; flags: 1 = indexed in 'ids'; offset: due ms minus bucket start
 -- (0 in 'near', whose score holds the due time). A generated id is '<bucket hex>-<16 hex>';
 -- in a bucket list of its own bucket only the 16 random hex digits are stored.
@@ -27,12 +30,12 @@ local function bucket_key(bucket)
 end
 
 local function pack_entry(attempts, flags, offset, id, payload)
-  return struct.pack('BBHBc0', attempts, flags, offset, #id, id) .. payload
+  return struct.pack('BBHHc0', attempts, flags, offset, #id, id) .. payload
 end
 
 -- Returns attempts, flags, offset, id, payload (or nil for bytes of another format).
 local function unpack_entry(entry)
-  local ok, attempts, flags, offset, id, pos = pcall(struct.unpack, 'BBHBc0', entry)
+  local ok, attempts, flags, offset, id, pos = pcall(struct.unpack, 'BBHHc0', entry)
   if not ok then return nil end
   return attempts, flags, offset, id, string.sub(entry, pos)
 end
@@ -54,11 +57,13 @@ local function set_location(id, flags, location)
   if flags == INDEXED then redis.call('HSET', IDS, id, location) end
 end
 
--- Makes a message ready: one stream entry, which wakes a blocked XREADGROUP at once.
+-- Makes a message ready: one stream entry, which wakes a blocked XREADGROUP at once. Every
+-- ready message is indexed by id (memory per ready message, not per waiting one), so that
+-- cancel and reschedule find it until a consumer receives it.
 local function make_ready(id, flags, attempts, due, payload)
   ensure_group()
   local sid = redis.call('XADD', READY, '*', 'i', id, 'p', payload, 'a', attempts, 'd', ms_string(due), 'f', flags)
-  set_location(id, flags, 'r')
+  redis.call('HSET', IDS, id, 'r' .. sid)
   return sid
 end
 
@@ -131,16 +136,9 @@ local function take_delayed(id)
   return nil
 end
 
--- Ends a delivery: removes stream entry `sid` if it is still pending. Returns its fields
--- as a table (i, p, a, d, f), or nil when the delivery is no longer pending (acked, or
--- taken back after its visibility timeout).
-local function finish_delivery(sid)
-  if redis.call('EXISTS', READY) == 0 then return nil end
-  local pending = redis.call('XPENDING', READY, GROUP, sid, sid, 1)
-  if #pending == 0 then return nil end
+-- The fields (i, p, a, d, f) of stream entry `sid`, or nil when it is gone.
+local function stream_fields(sid)
   local rows = redis.call('XRANGE', READY, sid, sid)
-  redis.call('XACK', READY, GROUP, sid)
-  redis.call('XDEL', READY, sid)
   if #rows == 0 then return nil end
   local fields = {}
   local kv = rows[1][2]
@@ -148,9 +146,40 @@ local function finish_delivery(sid)
   return fields
 end
 
+local function is_pending(sid)
+  return #redis.call('XPENDING', READY, GROUP, sid, sid, 1) > 0
+end
+
+-- Ends a delivery: removes stream entry `sid` if it is still pending. Returns its fields
+-- as a table (i, p, a, d, f), or nil when the delivery is no longer pending (acked, or
+-- taken back after its visibility timeout).
+local function finish_delivery(sid)
+  if redis.call('EXISTS', READY) == 0 then return nil end
+  if not is_pending(sid) then return nil end
+  local fields = stream_fields(sid)
+  redis.call('XACK', READY, GROUP, sid)
+  redis.call('XDEL', READY, sid)
+  return fields
+end
+
+-- Finds a ready message that no consumer has received yet by id and removes it from the
+-- stream. Returns its fields (i, p, a, d, f), or nil when the message is not ready
+-- (unknown, delayed, in flight or dead).
+local function take_ready(id)
+  local location = redis.call('HGET', IDS, id)
+  if not location or #location < 2 or string.sub(location, 1, 1) ~= 'r' then return nil end
+  if redis.call('EXISTS', READY) == 0 then return nil end
+  local sid = string.sub(location, 2)
+  if is_pending(sid) then return nil end
+  local fields = stream_fields(sid)
+  if not fields then return nil end
+  redis.call('XDEL', READY, sid)
+  return fields
+end
+
 local function bury(id, flags, attempts, payload, now)
   redis.call('HSET', DEAD, id, struct.pack('BBd', attempts, flags, now) .. payload)
-  if flags == INDEXED then redis.call('HDEL', IDS, id) end
+  redis.call('HDEL', IDS, id)
 end
 
 -- The next time the transfer task has work: the first due time in 'near', or the time the
