@@ -139,10 +139,14 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             let mut out = std::io::stdout();
             for _ in 0..count {
                 let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-                if left == Some(Duration::ZERO) {
-                    break;
-                }
-                match queue.take(left).await? {
+                let next = if left == Some(Duration::ZERO) {
+                    // Out of time (or --timeout-ms 0): what is due now, without waiting.
+                    queue.transfer_now().await?;
+                    queue.poll().await?
+                } else {
+                    queue.take(left).await?
+                };
+                match next {
                     Some(value) => {
                         let mut line = encode_output(&value, cli.base64);
                         line.push(b'\n');

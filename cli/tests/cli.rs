@@ -203,3 +203,27 @@ fn global_options_may_follow_the_command() {
     let took = delayq(&server, &["take", "late-opts", "--timeout-ms", "3000"]);
     assert_eq!(stdout(&took), "hi\n");
 }
+
+#[test]
+fn take_with_a_zero_timeout_prints_what_is_due_and_stays_quiet() {
+    let server = RedisServer::start();
+    for v in ["a", "b"] {
+        assert!(delayq(&server, &["offer", "now", "0", v]).status.success());
+    }
+    assert!(delayq(&server, &["offer", "now", "3600000", "later"])
+        .status
+        .success());
+    // Nobody has moved the due entries yet: the zero-timeout take must do it itself.
+    let took = delayq(
+        &server,
+        &["take", "now", "--count", "5", "--timeout-ms", "0"],
+    );
+    assert!(took.status.success());
+    assert_eq!(stdout(&took), "a\nb\n");
+    let empty = delayq(&server, &["take", "now", "--timeout-ms", "0"]);
+    assert!(empty.status.success());
+    assert_eq!(stdout(&empty), "");
+    for o in [&took, &empty] {
+        assert_eq!(String::from_utf8_lossy(&o.stderr), "", "nothing on stderr");
+    }
+}

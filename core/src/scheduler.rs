@@ -204,10 +204,13 @@ async fn run(
     tracing::debug!(queue = %job.name(), "transfer task started");
     loop {
         // A panic in a pass (a bug, or a reply we did not expect) must not end the task.
-        let pass = std::panic::AssertUnwindSafe(job.pass(&mut commands, opts.batch_size))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| Err(crate::Error::Server("transfer pass panicked".into())));
+        // Closing stops a pass in flight: its script either ran whole or not at all.
+        let pass = tokio::select! {
+            biased;
+            _ = token.cancelled() => break,
+            r = std::panic::AssertUnwindSafe(job.pass(&mut commands, opts.batch_size)).catch_unwind() => r,
+        }
+        .unwrap_or_else(|_| Err(crate::Error::Server("transfer pass panicked".into())));
         let pause = match pass {
             Ok(outcome) => {
                 backoff.reset();
@@ -220,6 +223,8 @@ async fn run(
                     None => opts.reconcile_interval,
                 }
             }
+            // A pass cut short by the handle closing is no failure worth a warning.
+            Err(_) if token.is_cancelled() => break,
             Err(e) => {
                 let pause = backoff.next();
                 tracing::warn!(queue = %job.name(), error = %e, retry_in = ?pause, "transfer failed");
