@@ -231,17 +231,20 @@ impl ReliableQueue {
     ) -> impl Future<Output = delayq::Result<()>> + Send + 'static {
         let q = self.inner.clone();
         async move {
-            q.consume(concurrency as usize, move |d| {
-                let handler = handler.clone();
-                async move {
-                    let delivery = Arc::new(Delivery { inner: d });
-                    match tokio::task::spawn_blocking(move || handler.handle(delivery)).await {
-                        Ok(None) => Ok(()),
-                        Ok(Some(failure)) => Err(failure),
-                        Err(e) => Err(format!("handler failed: {e}")),
+            q.consume(
+                move |d| {
+                    let handler = handler.clone();
+                    async move {
+                        let delivery = Arc::new(Delivery { inner: d });
+                        match tokio::task::spawn_blocking(move || handler.handle(delivery)).await {
+                            Ok(None) => Ok(()),
+                            Ok(Some(failure)) => Err(failure),
+                            Err(e) => Err(format!("handler failed: {e}")),
+                        }
                     }
-                }
-            })
+                },
+                concurrency as usize,
+            )
             .await
         }
     }

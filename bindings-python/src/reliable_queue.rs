@@ -327,19 +327,24 @@ impl ReliableQueue {
     fn consume(&self, py: Python<'_>, handler: Py<PyAny>, concurrency: usize) -> PyResult<()> {
         let (q, handler) = (self.q(), Arc::new(handler));
         block(py, async move {
-            q.consume(concurrency, move |d| {
-                let handler = handler.clone();
-                async move {
-                    let call = tokio::task::spawn_blocking(move || {
-                        Python::attach(|py| handler.call1(py, (Delivery { inner: d },)).map(|_| ()))
-                    });
-                    match call.await {
-                        Ok(Ok(())) => Ok(()),
-                        Ok(Err(e)) => Err(e.to_string()),
-                        Err(e) => Err(e.to_string()),
+            q.consume(
+                move |d| {
+                    let handler = handler.clone();
+                    async move {
+                        let call = tokio::task::spawn_blocking(move || {
+                            Python::attach(|py| {
+                                handler.call1(py, (Delivery { inner: d },)).map(|_| ())
+                            })
+                        });
+                        match call.await {
+                            Ok(Ok(())) => Ok(()),
+                            Ok(Err(e)) => Err(e.to_string()),
+                            Err(e) => Err(e.to_string()),
+                        }
                     }
-                }
-            })
+                },
+                concurrency,
+            )
             .await
         })
     }
@@ -356,17 +361,20 @@ impl ReliableQueue {
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         let (q, handler) = (self.q(), Arc::new(handler));
         awaitable(py, async move {
-            q.consume(concurrency, move |d| {
-                let (handler, locals) = (handler.clone(), locals.clone());
-                async move {
-                    let fut = Python::attach(|py| {
-                        let coro = handler.bind(py).call1((Delivery { inner: d },))?;
-                        pyo3_async_runtimes::into_future_with_locals(&locals, coro)
-                    })
-                    .map_err(|e| e.to_string())?;
-                    fut.await.map(|_| ()).map_err(|e| e.to_string())
-                }
-            })
+            q.consume(
+                move |d| {
+                    let (handler, locals) = (handler.clone(), locals.clone());
+                    async move {
+                        let fut = Python::attach(|py| {
+                            let coro = handler.bind(py).call1((Delivery { inner: d },))?;
+                            pyo3_async_runtimes::into_future_with_locals(&locals, coro)
+                        })
+                        .map_err(|e| e.to_string())?;
+                        fut.await.map(|_| ()).map_err(|e| e.to_string())
+                    }
+                },
+                concurrency,
+            )
             .await
         })
     }

@@ -542,7 +542,7 @@ impl ReliableQueue {
     /// Runs `handler` on received messages, `concurrency` at a time: acks each message
     /// whose handler returns `Ok`, nacks (with the back-off) each that returns `Err` or
     /// panics. Returns when the handle or its client is closed.
-    pub async fn consume<F, Fut, E>(&self, concurrency: usize, handler: F) -> Result<()>
+    pub async fn consume<F, Fut, E>(&self, handler: F, concurrency: usize) -> Result<()>
     where
         F: Fn(Delivery) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,

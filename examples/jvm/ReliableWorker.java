@@ -20,12 +20,12 @@ public class ReliableWorker {
         try (Client client = Client.connect(url);
                 ReliableQueue jobs = client.reliableQueue(queueName, options)) {
             jobs.offer("charge card 42", Duration.ofMillis(500), "invoice-42");
-            jobs.consume(4, delivery -> {
+            jobs.consume(delivery -> {
                 System.out.println("[java worker] " + delivery.getId() + " attempt " + delivery.getAttempt()
                         + ": " + delivery.payloadString());
                 if (delivery.getAttempt() == 1) throw new IllegalStateException("card network down; retry");
                 jobs.close(); // one job is enough for the example: consume returns
-            });
+            }, 4);
             System.out.println("[java worker] done");
         }
     }

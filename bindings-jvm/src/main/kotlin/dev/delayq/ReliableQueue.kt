@@ -226,12 +226,18 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
      * throws. Blocks until this handle or its client is closed.
      */
     @JvmOverloads
-    fun consume(concurrency: Int = 1, handler: DeliveryHandler) = native { ffi.consumeBlocking(concurrency(concurrency), bridge(handler)) }
+    fun consume(handler: DeliveryHandler, concurrency: Int = 1) = native { ffi.consumeBlocking(concurrency(concurrency), bridge(handler)) }
+
+    /** [consume] with the handler last, for Kotlin's trailing lambda: `queue.consume(8) { d -> ... }`. */
+    fun consume(concurrency: Int, handler: DeliveryHandler) = consume(handler, concurrency)
 
     /** Like [consume], returning at once; the future completes when the handle is closed. Cancelling it stops the consumers. */
     @JvmOverloads
-    fun consumeAsync(concurrency: Int = 1, handler: DeliveryHandler): CompletableFuture<Unit> =
+    fun consumeAsync(handler: DeliveryHandler, concurrency: Int = 1): CompletableFuture<Unit> =
         Bridge.future { native { ffi.consume(concurrency(concurrency), bridge(handler)) } }
+
+    /** [consumeAsync] with the handler last. */
+    fun consumeAsync(concurrency: Int, handler: DeliveryHandler): CompletableFuture<Unit> = consumeAsync(handler, concurrency)
 
     @JvmOverloads
     fun offerAsync(payload: ByteArray, delay: Duration, id: String? = null): CompletableFuture<String> = Bridge.future { coroutines.offer(payload, delay, id) }
@@ -295,8 +301,11 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
          * Each handler runs on a thread of its own; cancelling this coroutine stops the
          * consumers (a delivery whose handler was running returns after the visibility timeout).
          */
-        suspend fun consume(concurrency: Int = 1, handler: suspend (Delivery) -> Unit) =
+        suspend fun consume(handler: suspend (Delivery) -> Unit, concurrency: Int = 1) =
             native { ffi.consume(concurrency(concurrency), bridge { d -> runBlocking { handler(d) } }) }
+
+        /** [consume] with the handler last, for Kotlin's trailing lambda: `queue.coroutines.consume(8) { d -> ... }`. */
+        suspend fun consume(concurrency: Int, handler: suspend (Delivery) -> Unit) = consume(handler, concurrency)
     }
 }
 

@@ -93,10 +93,10 @@ class JavaApiTest {
             assertEquals(1L, jobs.requeueDead(List.of("invoice-42")));
 
             // consume with a Java lambda that may throw checked exceptions
-            CompletableFuture<kotlin.Unit> running = jobs.consumeAsync(2, delivery -> {
+            CompletableFuture<kotlin.Unit> running = jobs.consumeAsync(delivery -> {
                 if (delivery.payloadString().isEmpty()) throw new Exception("empty payload");
                 delivery.getId();
-            });
+            }, 2);
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
             while (!jobs.stats().equals(new ReliableStats(1, 0, 0, 0))) {
                 assertTrue(System.nanoTime() < deadline, "consume did not ack: " + jobs.stats());
