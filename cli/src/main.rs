@@ -18,7 +18,8 @@ use clap::{Parser, Subcommand};
     about = "A delayed queue on Redis, compatible with Redisson's RDelayedQueue"
 )]
 struct Cli {
-    /// Redis URL (redis://[user:pass@]host:port/db, rediss://, redis+unix:///path).
+    /// Redis URL (redis://[user:pass@]host:port/db, rediss://, redis+unix:///path); with
+    /// --cluster, the comma-separated URLs of one or more nodes of a Redis Cluster.
     #[arg(
         long,
         global = true,
@@ -27,6 +28,9 @@ struct Cli {
         hide_env_values = true
     )]
     url: String,
+    /// Treat --url as seed URLs of a Redis Cluster.
+    #[arg(long, global = true)]
+    cluster: bool,
     /// Exchange values as base64 instead of raw UTF-8 (offer reads it, take prints it).
     #[arg(long, global = true)]
     base64: bool,
@@ -121,7 +125,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
                 i64::try_from(delay_ms)
                     .map_err(|_| delayq::Error::InvalidArgument("delay overflows".into()))?,
             )?;
-            let client = delayq::Client::connect(&cli.url).await?;
+            let client = connect(&cli.url, cli.cluster).await?;
             let queue = client.delayed_queue_with(&queue, no_scheduler())?;
             let due = queue.offer(value, delay).await?;
             println!("{due}");
@@ -133,7 +137,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             timeout_ms,
             count,
         } => {
-            let client = delayq::Client::connect(&cli.url).await?;
+            let client = connect(&cli.url, cli.cluster).await?;
             let queue = client.delayed_queue(&queue)?;
             let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
             let mut out = std::io::stdout();
@@ -161,7 +165,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             Ok(())
         }
         Command::Stats { queue } => {
-            let client = delayq::Client::connect(&cli.url).await?;
+            let client = connect(&cli.url, cli.cluster).await?;
             let queue = client.delayed_queue_with(&queue, no_scheduler())?;
             let stats = queue.stats().await?;
             println!("delayed {}", stats.delayed);
@@ -177,7 +181,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             visibility_ms,
             max_attempts,
         } => {
-            let client = delayq::Client::connect(&cli.url).await?;
+            let client = connect(&cli.url, cli.cluster).await?;
             let opts = delayq::SchedulerOptions {
                 reconcile_interval: Duration::from_millis(reconcile_ms),
                 ..Default::default()
@@ -199,7 +203,11 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             eprintln!(
                 "delayq: moving due entries of {} on {} (Ctrl-C to stop)",
                 queues.join(", "),
-                delayq::redact_url(&cli.url)
+                cli.url
+                    .split(',')
+                    .map(delayq::redact_url)
+                    .collect::<Vec<_>>()
+                    .join(",")
             );
             let _ = tokio::signal::ctrl_c().await;
             drop(handles);
@@ -207,8 +215,20 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             Ok(())
         }
         Command::Bench(args) => bench::run(&cli.url, args).await,
-        Command::Reliable(args) => reliable::run(&cli.url, cli.base64, args).await,
+        Command::Reliable(args) => {
+            reliable::run(connect(&cli.url, cli.cluster).await?, cli.base64, args).await
+        }
     }
+}
+
+/// Connects as `--url` and `--cluster` say.
+async fn connect(url: &str, cluster: bool) -> delayq::Result<delayq::Client> {
+    let opts = if cluster {
+        delayq::ClientOptions::cluster(url.split(',').map(str::trim).filter(|u| !u.is_empty()))
+    } else {
+        delayq::ClientOptions::new(url)
+    };
+    delayq::Client::connect_with(opts).await
 }
 
 /// Keeps queue handles (and so their transfer tasks) alive.

@@ -72,8 +72,7 @@ enum ReliableCommand {
     PurgeDead { queue: String },
 }
 
-pub async fn run(url: &str, base64: bool, args: ReliableArgs) -> Result<()> {
-    let client = Client::connect(url).await?;
+pub async fn run(client: Client, base64: bool, args: ReliableArgs) -> Result<()> {
     let mut opts = ReliableQueueOptions {
         visibility_timeout: Duration::from_millis(args.visibility_ms),
         max_attempts: args.max_attempts,

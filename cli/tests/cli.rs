@@ -227,3 +227,26 @@ fn take_with_a_zero_timeout_prints_what_is_due_and_stays_quiet() {
         assert_eq!(String::from_utf8_lossy(&o.stderr), "", "nothing on stderr");
     }
 }
+
+#[test]
+fn cluster_seeds_reach_every_node() {
+    let cluster = common::Cluster::start();
+    let seeds = cluster.seeds().join(",");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["--cluster", "--url", &seeds])
+            .args(args)
+            .env_remove("REDIS_URL")
+            .output()
+            .expect("run delayq")
+    };
+    // Names whose keys live on different nodes.
+    for name in ["orders", "invoices", "emails"] {
+        let offered = run(&["offer", name, "0", name]);
+        assert!(offered.status.success(), "{offered:?}");
+        let took = run(&["take", name, "--timeout-ms", "5000"]);
+        assert_eq!(stdout(&took), format!("{name}\n"), "{took:?}");
+        let job = run(&["reliable", "offer", name, "0", "job"]);
+        assert!(job.status.success(), "{job:?}");
+    }
+}

@@ -2,50 +2,10 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
-use common::RedisServer;
+use common::Cluster;
 use delayq::{Client, ClientOptions, ReliableQueueOptions};
-
-struct Cluster {
-    nodes: Vec<RedisServer>,
-}
-
-impl Cluster {
-    fn start() -> Self {
-        let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_cluster_node()).collect();
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        let out = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .output()
-            .expect("redis-cli --cluster create");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while !nodes
-            .iter()
-            .all(|n| n.cli(&["CLUSTER", "INFO"]).contains("cluster_state:ok"))
-        {
-            assert!(std::time::Instant::now() < deadline, "cluster did not form");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Cluster { nodes }
-    }
-
-    fn seeds(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| n.url()).collect()
-    }
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn delayed_and_reliable_queues_work_on_a_cluster() {
