@@ -28,6 +28,14 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
         /** Connects from a coroutine. */
         suspend fun connectSuspend(url: String): Client = native { Client(dev.delayq.ffi.connect(url)) }
 
+        /** Connects to one server, or with [cluster] to the Redis Cluster that [url] is a node of, blocking. */
+        @JvmStatic
+        fun connect(url: String, cluster: Boolean): Client = native { Client(dev.delayq.ffi.connectWithBlocking(listOf(url), cluster)) }
+
+        /** Connects to a Redis Cluster through the URLs of one or more of its nodes, blocking (same as [connectCluster]). */
+        @JvmStatic
+        fun connect(seeds: List<String>): Client = connectCluster(seeds)
+
         /** Connects to a Redis Cluster through one or more of its nodes' URLs, blocking the calling thread. */
         @JvmStatic
         fun connectCluster(seeds: List<String>): Client = native { Client(dev.delayq.ffi.connectWithBlocking(seeds, true)) }

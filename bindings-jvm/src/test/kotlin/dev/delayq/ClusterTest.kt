@@ -45,6 +45,9 @@ class ClusterTest {
                     }
                 }
             }
+            // the other ways to say "cluster"
+            Client.connect(nodes[1].url, cluster = true).use { c -> c.delayedQueue("emails").use { assertEquals(0L, it.size()) } }
+            Client.connect(nodes.map { it.url }).use { c -> c.reliableQueue("emails").use { assertEquals(ReliableStats(0, 0, 0, 0), it.stats()) } }
         } finally {
             nodes.forEach(RedisServer::close)
         }
