@@ -1,5 +1,5 @@
-//! Validation of delays and values, shared by every binding so that a bad argument is
-//! refused the same way everywhere, before anything reaches Redis.
+//! Validation of delays, timeouts, counts and values, shared by every binding so that a
+//! bad argument is refused the same way everywhere, before anything reaches Redis.
 
 use std::time::Duration;
 
@@ -105,6 +105,81 @@ pub fn timeout_from_millis(ms: i64) -> Result<Duration> {
     Ok(Duration::from_millis(ms as u64))
 }
 
+/// An integer from a language whose integers have no fixed size (a Python `int`, a
+/// JavaScript `bigint`), as a binding hands it over: exact when it fits in an `i64`, else
+/// only which way it left that range (no delay, timeout or count is that large).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Integer {
+    /// The value itself.
+    Exact(i64),
+    /// Above `i64::MAX`.
+    Above,
+    /// Below `i64::MIN`.
+    Below,
+}
+
+impl From<i64> for Integer {
+    fn from(n: i64) -> Self {
+        Integer::Exact(n)
+    }
+}
+
+impl std::fmt::Display for Integer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Integer::Exact(n) => write!(f, "{n}"),
+            Integer::Above => write!(f, "more than {}", i64::MAX),
+            Integer::Below => write!(f, "less than {}", i64::MIN),
+        }
+    }
+}
+
+impl Integer {
+    /// The value if it is not negative; `what` and `unit` name it in the errors.
+    fn non_negative(self, what: &str, unit: &str) -> Result<u64> {
+        match self {
+            Integer::Exact(n) if n >= 0 => Ok(n as u64),
+            Integer::Exact(_) | Integer::Below => Err(Error::invalid(format!(
+                "{what} must not be negative, got {self}{unit}"
+            ))),
+            Integer::Above => Err(Error::invalid(format!("{what} of {self}{unit} overflows"))),
+        }
+    }
+}
+
+/// A delay from whole milliseconds of any size (a JavaScript `bigint`).
+pub fn delay_from_millis_integer(ms: Integer) -> Result<Duration> {
+    let ms = ms.non_negative("delay", " ms")?;
+    let d = Duration::from_millis(ms);
+    delay_to_millis(d)?;
+    Ok(d)
+}
+
+/// A delay from whole seconds of any size (a Python `int`).
+pub fn delay_from_secs_integer(secs: Integer) -> Result<Duration> {
+    let secs = secs.non_negative("delay", " s")?;
+    let d = Duration::from_secs(secs);
+    delay_to_millis(d)?;
+    Ok(d)
+}
+
+/// A timeout from whole milliseconds of any size: not negative.
+pub fn timeout_from_millis_integer(ms: Integer) -> Result<Duration> {
+    Ok(Duration::from_millis(ms.non_negative("timeout", " ms")?))
+}
+
+/// A timeout from whole seconds of any size: not negative.
+pub fn timeout_from_secs_integer(secs: Integer) -> Result<Duration> {
+    Ok(Duration::from_secs(secs.non_negative("timeout", " s")?))
+}
+
+/// A count (a limit, a concurrency, a number of attempts) named `what`: not negative and
+/// small enough for `T`. Whether zero is allowed is up to the call that takes it.
+pub fn count_from_integer<T: TryFrom<u64>>(n: Integer, what: &str) -> Result<T> {
+    let n = n.non_negative(what, "")?;
+    T::try_from(n).map_err(|_| Error::invalid(format!("{what} of {n} is too large")))
+}
+
 /// Checks the size of a value.
 pub fn check_value(value: &[u8]) -> Result<()> {
     if value.len() > MAX_VALUE_LEN {
@@ -135,5 +210,65 @@ mod tests {
             Duration::from_millis(1500)
         );
         assert!(delay_from_secs_f64(1e300).is_err());
+    }
+
+    #[test]
+    fn integers_of_any_size_are_checked() {
+        use Integer::{Above, Below, Exact};
+        let ms = MAX_DELAY_MS as i64;
+        assert_eq!(
+            delay_from_millis_integer(Exact(1500)).unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            delay_from_millis_integer(Exact(ms)).unwrap(),
+            Duration::from_millis(ms as u64)
+        );
+        assert!(delay_from_millis_integer(Exact(ms + 1)).is_err());
+        assert!(delay_from_millis_integer(Exact(-1)).is_err());
+        assert!(delay_from_millis_integer(Above).is_err());
+        assert!(delay_from_millis_integer(Below).is_err());
+
+        assert_eq!(
+            delay_from_secs_integer(Exact(2)).unwrap(),
+            Duration::from_secs(2)
+        );
+        assert!(delay_from_secs_integer(Exact(ms / 1000 + 1)).is_err());
+        assert!(delay_from_secs_integer(Exact(i64::MAX)).is_err());
+        assert!(delay_from_secs_integer(Exact(-1)).is_err());
+        assert!(delay_from_secs_integer(Above).is_err());
+
+        assert_eq!(
+            timeout_from_millis_integer(Exact(0)).unwrap(),
+            Duration::ZERO
+        );
+        assert_eq!(
+            timeout_from_secs_integer(Exact(3)).unwrap(),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            timeout_from_secs_integer(Exact(i64::MAX)).unwrap(),
+            Duration::from_secs(i64::MAX as u64)
+        );
+        for bad in [Exact(-1), Above, Below] {
+            assert!(timeout_from_millis_integer(bad).is_err());
+            assert!(timeout_from_secs_integer(bad).is_err());
+        }
+
+        assert_eq!(count_from_integer::<u32>(Exact(7), "limit").unwrap(), 7);
+        assert_eq!(count_from_integer::<usize>(Exact(0), "limit").unwrap(), 0);
+        let err = count_from_integer::<u32>(Exact(-1), "max_attempts").unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument);
+        assert!(err
+            .to_string()
+            .contains("max_attempts must not be negative, got -1"));
+        let err = count_from_integer::<u32>(Exact(1 << 40), "max_attempts").unwrap_err();
+        assert!(err.to_string().contains("is too large"), "{err}");
+        let err = count_from_integer::<u64>(Below, "limit").unwrap_err();
+        assert!(
+            err.to_string().contains("less than -9223372036854775808"),
+            "{err}"
+        );
+        assert!(count_from_integer::<u64>(Above, "limit").is_err());
     }
 }
