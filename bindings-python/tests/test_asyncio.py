@@ -71,3 +71,19 @@ def test_many_concurrent_offers_on_one_loop(url: str, name: str) -> None:
             assert sorted(got) == sorted(str(i).encode() for i in range(500))
 
     run(main())
+
+
+def test_plain_import_makes_delayq_asyncio_available() -> None:
+    # A fresh interpreter: this suite's own `import delayq.asyncio` would hide the bug.
+    import subprocess
+    import sys
+
+    code = (
+        "import delayq, asyncio, sys\n"
+        "assert delayq.asyncio.Client is not None\n"
+        "assert delayq.asyncio is sys.modules['delayq.asyncio']\n"
+        "assert asyncio is sys.modules['asyncio'] and hasattr(asyncio, 'run')\n"
+        "from delayq import *\n"
+        "assert asyncio is sys.modules['asyncio']\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -9,6 +9,10 @@ dead letters. Delays are seconds (``int``, ``float`` or ``timedelta``); values a
 
 from __future__ import annotations
 
+# `delayq.asyncio` is there after a plain `import delayq` (it imports only `_delayq` from
+# this package, so there is no cycle). It is left out of `__all__`: `from delayq import *`
+# must not shadow the standard library's `asyncio` in the importing module.
+from . import asyncio as asyncio
 from ._delayq import (
     Client,
     DeadLetter,
