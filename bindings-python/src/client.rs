@@ -5,7 +5,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
-use crate::convert;
+use crate::convert::{self, Arg};
 use crate::delayed_queue::DelayedQueue;
 use crate::error::{invalid, to_py};
 use crate::reliable_queue::ReliableQueue;
@@ -65,12 +65,15 @@ impl Client {
     /// A handle on the Redisson-compatible delayed queue `name`. Unless `scheduler` is
     /// false, this process moves its due entries (waking at least every
     /// `reconcile_interval` seconds).
-    #[pyo3(signature = (name, *, scheduler = true, reconcile_interval = 1.0))]
+    #[pyo3(
+        signature = (name, *, scheduler = true, reconcile_interval = Arg::Default),
+        text_signature = "($self, name, *, scheduler=True, reconcile_interval=1.0)"
+    )]
     fn delayed_queue(
         &self,
         name: &str,
         scheduler: bool,
-        reconcile_interval: f64,
+        reconcile_interval: Arg<'_>,
     ) -> PyResult<DelayedQueue> {
         let opts = scheduler_options(scheduler, reconcile_interval)?;
         let inner = self.inner.delayed_queue_with(name, opts).map_err(to_py)?;
@@ -81,38 +84,44 @@ impl Client {
     /// visibility timeout (seconds), `max_attempts` deliveries before the dead letters,
     /// and `backoff`: None for exponential (from `backoff_base` to `backoff_max`
     /// seconds, with jitter), or a list of delays in seconds (the last one repeats).
-    #[pyo3(signature = (name, *, visibility_timeout = None, max_attempts = 5, backoff = None,
-                        backoff_base = 1.0, backoff_max = 600.0, scheduler = true, reconcile_interval = 1.0))]
+    /// Every duration is `int`, `float` or `timedelta` seconds.
+    #[pyo3(
+        signature = (name, *, visibility_timeout = None, max_attempts = Arg::Default,
+                     backoff = None, backoff_base = Arg::Default, backoff_max = Arg::Default,
+                     scheduler = true, reconcile_interval = Arg::Default),
+        text_signature = "($self, name, *, visibility_timeout=None, max_attempts=5, \
+                          backoff=None, backoff_base=1.0, backoff_max=600.0, scheduler=True, \
+                          reconcile_interval=1.0)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn reliable_queue(
         &self,
         name: &str,
         visibility_timeout: Option<&Bound<'_, PyAny>>,
-        max_attempts: u32,
+        max_attempts: Arg<'_>,
         backoff: Option<Vec<Bound<'_, PyAny>>>,
-        backoff_base: f64,
-        backoff_max: f64,
+        backoff_base: Arg<'_>,
+        backoff_max: Arg<'_>,
         scheduler: bool,
-        reconcile_interval: f64,
+        reconcile_interval: Arg<'_>,
     ) -> PyResult<ReliableQueue> {
         let visibility_timeout = match visibility_timeout {
             Some(v) if !v.is_none() => convert::delay(v)?,
             _ => Duration::from_secs(30),
         };
+        let base = convert::delay_arg(backoff_base, Duration::from_secs(1))?;
+        let max = convert::delay_arg(backoff_max, Duration::from_secs(600))?;
         let backoff = match backoff {
             Some(list) => delayq::Backoff::Schedule(
                 list.iter()
                     .map(convert::delay)
                     .collect::<PyResult<Vec<_>>>()?,
             ),
-            None => delayq::Backoff::Exponential {
-                base: delayq::delay::delay_from_secs_f64(backoff_base).map_err(to_py)?,
-                max: delayq::delay::delay_from_secs_f64(backoff_max).map_err(to_py)?,
-            },
+            None => delayq::Backoff::Exponential { base, max },
         };
         let opts = delayq::ReliableQueueOptions {
             visibility_timeout,
-            max_attempts,
+            max_attempts: convert::count(max_attempts, "max_attempts", 5)?,
             backoff,
             scheduler: scheduler_options(scheduler, reconcile_interval)?,
         };
@@ -164,11 +173,13 @@ impl Client {
     }
 }
 
-fn scheduler_options(enabled: bool, reconcile_interval: f64) -> PyResult<delayq::SchedulerOptions> {
-    let reconcile = delayq::delay::timeout_from_secs_f64(reconcile_interval).map_err(to_py)?;
+fn scheduler_options(
+    enabled: bool,
+    reconcile_interval: Arg<'_>,
+) -> PyResult<delayq::SchedulerOptions> {
     Ok(delayq::SchedulerOptions {
         enabled,
-        reconcile_interval: reconcile,
+        reconcile_interval: convert::timeout_arg(reconcile_interval, Duration::from_secs(1))?,
         ..Default::default()
     })
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 
-use crate::convert::{self, Bytes};
+use crate::convert::{self, Arg, Bytes};
 use crate::runtime::{awaitable, block};
 
 type Fut<T> = std::pin::Pin<Box<dyn Future<Output = delayq::Result<T>> + Send + 'static>>;
@@ -265,9 +265,9 @@ impl ReliableQueue {
     }
 
     /// Up to `limit` dead letters.
-    #[pyo3(signature = (limit = 100))]
-    fn dead_letters(&self, py: Python<'_>, limit: usize) -> PyResult<Py<PyAny>> {
-        let q = self.q();
+    #[pyo3(signature = (limit = Arg::Default), text_signature = "($self, limit=100)")]
+    fn dead_letters(&self, py: Python<'_>, limit: Arg<'_>) -> PyResult<Py<PyAny>> {
+        let (q, limit) = (self.q(), convert::count(limit, "limit", 100)?);
         let list = block(
             py,
             async move { Ok(DeadLetters(q.dead_letters(limit).await?)) },
@@ -276,13 +276,13 @@ impl ReliableQueue {
     }
 
     /// Awaitable `dead_letters`.
-    #[pyo3(signature = (limit = 100))]
+    #[pyo3(signature = (limit = Arg::Default), text_signature = "($self, limit=100)")]
     fn dead_letters_async<'py>(
         &self,
         py: Python<'py>,
-        limit: usize,
+        limit: Arg<'_>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let q = self.q();
+        let (q, limit) = (self.q(), convert::count(limit, "limit", 100)?);
         awaitable(
             py,
             async move { Ok(DeadLetters(q.dead_letters(limit).await?)) },
@@ -323,8 +323,12 @@ impl ReliableQueue {
     /// Calls `handler(delivery)` on received messages, `concurrency` at a time, each in a
     /// worker thread: acks when it returns, nacks (with the back-off) when it raises.
     /// Runs until the queue or its client is closed (or Ctrl-C).
-    #[pyo3(signature = (handler, concurrency = 1))]
-    fn consume(&self, py: Python<'_>, handler: Py<PyAny>, concurrency: usize) -> PyResult<()> {
+    #[pyo3(
+        signature = (handler, concurrency = Arg::Default),
+        text_signature = "($self, handler, concurrency=1)"
+    )]
+    fn consume(&self, py: Python<'_>, handler: Py<PyAny>, concurrency: Arg<'_>) -> PyResult<()> {
+        let concurrency = convert::count(concurrency, "concurrency", 1)?;
         let (q, handler) = (self.q(), Arc::new(handler));
         block(py, async move {
             q.consume(
@@ -351,13 +355,17 @@ impl ReliableQueue {
 
     /// Awaitable `consume` for `async def handler(delivery)`, run on the caller's event
     /// loop. Cancelling it stops the workers.
-    #[pyo3(signature = (handler, concurrency = 1))]
+    #[pyo3(
+        signature = (handler, concurrency = Arg::Default),
+        text_signature = "($self, handler, concurrency=1)"
+    )]
     fn consume_async<'py>(
         &self,
         py: Python<'py>,
         handler: Py<PyAny>,
-        concurrency: usize,
+        concurrency: Arg<'_>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let concurrency = convert::count(concurrency, "concurrency", 1)?;
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
         let (q, handler) = (self.q(), Arc::new(handler));
         awaitable(py, async move {

@@ -136,7 +136,7 @@ class Client:
         url: Union[str, Sequence[str]], *, cluster: bool = False
     ) -> Awaitable[Client]: ...
     def delayed_queue(
-        self, name: str, *, scheduler: bool = True, reconcile_interval: float = 1.0
+        self, name: str, *, scheduler: bool = True, reconcile_interval: _Seconds = 1.0
     ) -> DelayedQueue: ...
     def reliable_queue(
         self,
@@ -145,10 +145,10 @@ class Client:
         visibility_timeout: Optional[_Seconds] = None,
         max_attempts: int = 5,
         backoff: Optional[Sequence[_Seconds]] = None,
-        backoff_base: float = 1.0,
-        backoff_max: float = 600.0,
+        backoff_base: _Seconds = 1.0,
+        backoff_max: _Seconds = 600.0,
         scheduler: bool = True,
-        reconcile_interval: float = 1.0,
+        reconcile_interval: _Seconds = 1.0,
     ) -> ReliableQueue: ...
     def server_time_ms(self) -> int: ...
     def server_time_ms_async(self) -> Awaitable[int]: ...

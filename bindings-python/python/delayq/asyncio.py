@@ -224,7 +224,7 @@ class Client:
         return cls(url, _inner=inner)
 
     def delayed_queue(
-        self, name: str, *, scheduler: bool = True, reconcile_interval: float = 1.0
+        self, name: str, *, scheduler: bool = True, reconcile_interval: Seconds = 1.0
     ) -> DelayedQueue:
         """A handle on the Redisson-compatible delayed queue ``name``."""
         return DelayedQueue(
@@ -240,10 +240,10 @@ class Client:
         visibility_timeout: Optional[Seconds] = None,
         max_attempts: int = 5,
         backoff: Optional[Sequence[Seconds]] = None,
-        backoff_base: float = 1.0,
-        backoff_max: float = 600.0,
+        backoff_base: Seconds = 1.0,
+        backoff_max: Seconds = 600.0,
         scheduler: bool = True,
-        reconcile_interval: float = 1.0,
+        reconcile_interval: Seconds = 1.0,
     ) -> ReliableQueue:
         """A handle on the reliable queue ``name``; see ``delayq.Client.reliable_queue``."""
         return ReliableQueue(
