@@ -191,3 +191,10 @@ def test_bad_duration_options_are_invalid_arguments(url: str, name: str, bad: ob
         with pytest.raises(delayq.InvalidArgument):
             client.delayed_queue(name, reconcile_interval=bad)  # type: ignore[arg-type]
 
+
+def test_invalid_argument_error_is_an_alias() -> None:
+    assert delayq.InvalidArgumentError is delayq.InvalidArgument
+    assert "InvalidArgumentError" in delayq.__all__
+    assert issubclass(delayq.InvalidArgumentError, delayq.DelayqError)
+    with pytest.raises(delayq.InvalidArgumentError):
+        delayq.Client("http://127.0.0.1:1")

@@ -14,6 +14,10 @@ class InvalidArgument(DelayqError, ValueError, TypeError):
     type or over 512 MiB). Raised before anything reaches Redis."""
 
 
+InvalidArgumentError = InvalidArgument
+"""The same class as ``InvalidArgument``, named like the other error classes."""
+
+
 class ConnectionError(DelayqError, builtins.ConnectionError):
     """Redis could not be reached, or the connection broke."""
 
