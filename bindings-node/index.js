@@ -7,6 +7,19 @@ const native = require('./native.js');
 
 const CODE = /^(ERR_DELAYQ_[A-Z_]+|ABORT_ERR): /;
 
+// napi-rs's own conversion of an argument of the wrong type fails with its status as the
+// code; for delayq that is an invalid argument like any other.
+const NAPI_ARGUMENT_CODES = new Set([
+  'InvalidArg',
+  'ObjectExpected',
+  'StringExpected',
+  'NumberExpected',
+  'BooleanExpected',
+  'ArrayExpected',
+  'BigintExpected',
+  'FunctionExpected',
+]);
+
 /** Moves the code at the start of a native error's message to `err.code`. */
 function mapError(err) {
   if (err && typeof err.message === 'string') {
@@ -15,6 +28,8 @@ function mapError(err) {
       err.code = m[1];
       err.message = err.message.slice(m[0].length);
       if (m[1] === 'ABORT_ERR') err.name = 'AbortError';
+    } else if (NAPI_ARGUMENT_CODES.has(err.code)) {
+      err.code = 'ERR_DELAYQ_INVALID_ARGUMENT';
     }
   }
   return err;
@@ -36,6 +51,28 @@ function toBuffer(value, what = 'value') {
 function toDelay(ms, what = 'delayMs') {
   if (typeof ms === 'number' || typeof ms === 'bigint') return ms;
   throw invalid(`${what} must be a number or bigint of milliseconds, not ${ms === null ? 'null' : typeof ms}`);
+}
+
+function typeName(v) {
+  return v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v;
+}
+
+function toId(id) {
+  if (typeof id !== 'string') throw invalid(`a message id must be a string, not ${typeName(id)}`);
+  return id;
+}
+
+/** An optional id: undefined when absent (undefined or null). */
+function toOptionalId(id) {
+  return id === undefined || id === null ? undefined : toId(id);
+}
+
+/** A list (any iterable but a string) converted item by item. */
+function toList(list, what, convert) {
+  if (list === null || typeof list !== 'object' || typeof list[Symbol.iterator] !== 'function') {
+    throw invalid(`${what} must be a list, not ${typeName(list)}`);
+  }
+  return Array.from(list, convert);
 }
 
 function toName(name) {
@@ -236,25 +273,27 @@ class ReliableQueue {
   async offer(payload, delayMs = 0, id) {
     const p = toBuffer(payload, 'payload');
     const d = toDelay(delayMs);
-    if (id !== undefined && id !== null && typeof id !== 'string') throw invalid('id must be a string');
-    return call(() => this._inner.offer(p, d, id ?? undefined));
+    const i = toOptionalId(id);
+    return call(() => this._inner.offer(p, d, i));
   }
 
   async offerAll(messages) {
     const list = Array.from(messages, (m) => {
       const [payload, delayMs, id] = Array.isArray(m) ? m : [m.payload, m.delayMs, m.id];
-      return { payload: toBuffer(payload, 'payload'), delayMs: toDelay(delayMs ?? 0), id: id ?? undefined };
+      return { payload: toBuffer(payload, 'payload'), delayMs: toDelay(delayMs ?? 0), id: toOptionalId(id) };
     });
     return call(() => this._inner.offerAll(list));
   }
 
   async cancel(id) {
-    return call(() => this._inner.cancel(id));
+    const i = toId(id);
+    return call(() => this._inner.cancel(i));
   }
 
   async reschedule(id, delayMs) {
+    const i = toId(id);
     const d = toDelay(delayMs);
-    return call(() => this._inner.reschedule(id, d));
+    return call(() => this._inner.reschedule(i, d));
   }
 
   async receive(timeoutMs, options) {
@@ -273,7 +312,8 @@ class ReliableQueue {
   }
 
   async requeueDead(ids) {
-    return call(() => this._inner.requeueDead(ids ?? undefined));
+    const list = ids === undefined || ids === null ? undefined : toList(ids, 'ids', toId);
+    return call(() => this._inner.requeueDead(list));
   }
 
   async purgeDead() {

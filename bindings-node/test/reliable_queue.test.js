@@ -86,3 +86,25 @@ test('bad arguments', async () => {
   await assert.rejects(q.offer(1, 0), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
   assert.throws(() => client.reliableQueue(queueName(), { maxAttempts: 0 }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
 });
+
+test('every call taking an id refuses a non-string id with the invalid-argument code', async () => {
+  const name = queueName();
+  const q = client.reliableQueue(name, { scheduler: false });
+  for (const id of [42, 1n, {}, ['a'], true]) {
+    await assert.rejects(q.cancel(id), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `cancel(${typeof id})`);
+    await assert.rejects(q.reschedule(id, 0), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `reschedule(${typeof id})`);
+    await assert.rejects(q.offer('x', 0, id), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+    await assert.rejects(q.offerAll([['x', 0, id]]), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `offerAll(${typeof id})`);
+    await assert.rejects(q.offerAll([{ payload: 'x', id }]), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+    await assert.rejects(q.requeueDead([id]), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `requeueDead(${typeof id})`);
+  }
+  for (const id of [undefined, null]) {
+    await assert.rejects(q.cancel(id), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+    await assert.rejects(q.reschedule(id, 0), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  }
+  await assert.rejects(q.requeueDead('not-a-list'), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  // Arguments napi converts itself: its own error code is mapped too.
+  await assert.rejects(q.deadLetters('ten'), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  assert.throws(() => client.reliableQueue(queueName(), { maxAttempts: '5' }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  assert.equal(redis.cli('KEYS', `*${name}*`), '');
+});
