@@ -6,7 +6,7 @@ export type { DeadLetter, DelayedStats, ReliableStats } from './native'
 
 /** A value: bytes, or a string (UTF-8). Values come out as Buffers. */
 export type Value = Buffer | Uint8Array | string
-/** A delay or duration in milliseconds. */
+/** A delay, timeout or duration in milliseconds (a number or a bigint, everywhere). */
 export type Millis = number | bigint
 
 /** Every error has a stable `code`. */
@@ -23,7 +23,7 @@ export interface DelayqError extends Error {
 
 export interface WaitOptions {
   /** Give up after this many ms (resolving to null); absent: wait forever. */
-  timeoutMs?: number
+  timeoutMs?: Millis
   /** Abort the wait (rejects with an AbortError); nothing is lost. */
   signal?: AbortSignal
 }
@@ -37,20 +37,20 @@ export interface DelayedQueueOptions {
   /** Run this process's transfer task for the queue (default true). */
   scheduler?: boolean
   /** Longest pause between two transfer passes, in ms (default 1000). */
-  reconcileIntervalMs?: number
+  reconcileIntervalMs?: Millis
 }
 
 export interface ReliableQueueOptions extends DelayedQueueOptions {
   /** How long a received message stays invisible, in ms (default 30000). */
-  visibilityTimeoutMs?: number
+  visibilityTimeoutMs?: Millis
   /** Deliveries before the dead letters (default 5). */
   maxAttempts?: number
   /** Delays in ms before the 1st, 2nd, ... retry (the last repeats). */
-  backoffMs?: number[]
+  backoffMs?: Millis[]
   /** Exponential back-off with jitter: first delay in ms (default 1000). */
-  backoffBaseMs?: number
+  backoffBaseMs?: Millis
   /** Exponential back-off: longest delay in ms (default 600000). */
-  backoffMaxMs?: number
+  backoffMaxMs?: Millis
 }
 
 /** A Redisson-compatible delayed queue. */
@@ -71,7 +71,7 @@ export declare class DelayedQueue {
   /** Deletes every waiting entry. */
   clear(): Promise<void>
   /** Takes the oldest due value, waiting up to `timeoutMs`; null when the time passes. */
-  take(timeoutMs?: number | null, options?: { signal?: AbortSignal }): Promise<Buffer | null>
+  take(timeoutMs?: Millis | null, options?: { signal?: AbortSignal }): Promise<Buffer | null>
   take(options: WaitOptions): Promise<Buffer | null>
   /** Takes a due value if there is one, without waiting. */
   poll(): Promise<Buffer | null>
@@ -108,7 +108,7 @@ export declare class ReliableQueue {
   /** Moves a message that has not come due to `delayMs` from now. */
   reschedule(id: string, delayMs: Millis): Promise<boolean>
   /** Receives the next ready message; null when `timeoutMs` passes. */
-  receive(timeoutMs?: number | null, options?: { signal?: AbortSignal }): Promise<Delivery | null>
+  receive(timeoutMs?: Millis | null, options?: { signal?: AbortSignal }): Promise<Delivery | null>
   receive(options: WaitOptions): Promise<Delivery | null>
   stats(): Promise<ReliableStats>
   deadLetters(limit?: number): Promise<DeadLetter[]>

@@ -75,6 +75,22 @@ function toList(list, what, convert) {
   return Array.from(list, convert);
 }
 
+const MS_OPTIONS = ['visibilityTimeoutMs', 'backoffBaseMs', 'backoffMaxMs', 'reconcileIntervalMs'];
+
+/** Queue options with their milliseconds type-checked (core checks the values). */
+function queueOptions(options) {
+  if (options === undefined || options === null) return undefined;
+  if (typeof options !== 'object') throw invalid(`options must be an object, not ${typeName(options)}`);
+  const o = { ...options };
+  for (const key of MS_OPTIONS) {
+    if (o[key] !== undefined && o[key] !== null) toDelay(o[key], key);
+  }
+  if (o.backoffMs !== undefined && o.backoffMs !== null) {
+    o.backoffMs = toList(o.backoffMs, 'backoffMs', (ms) => toDelay(ms, 'backoffMs'));
+  }
+  return o;
+}
+
 function toName(name) {
   if (typeof name !== 'string') throw invalid(`a queue name must be a string, not ${typeof name}`);
   return name;
@@ -122,8 +138,7 @@ async function abortable(signal, run) {
 
 function timeoutArg(ms) {
   if (ms === undefined || ms === null) return undefined;
-  if (typeof ms !== 'number') throw invalid(`timeoutMs must be a number, not ${typeof ms}`);
-  return ms;
+  return toDelay(ms, 'timeoutMs');
 }
 
 /** The most offers sent to Redis in one batch. */
@@ -384,12 +399,14 @@ class Client {
 
   delayedQueue(name, options) {
     const n = toName(name);
-    return new DelayedQueue(sync(() => this._inner.delayedQueue(n, options)));
+    const o = queueOptions(options);
+    return new DelayedQueue(sync(() => this._inner.delayedQueue(n, o)));
   }
 
   reliableQueue(name, options) {
     const n = toName(name);
-    return new ReliableQueue(sync(() => this._inner.reliableQueue(n, options)));
+    const o = queueOptions(options);
+    return new ReliableQueue(sync(() => this._inner.reliableQueue(n, o)));
   }
 
   async serverTimeMs() {

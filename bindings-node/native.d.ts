@@ -58,7 +58,7 @@ export declare class DelayedQueue {
    * Takes the oldest due value, waiting up to `timeoutMs` (none: forever); resolves to
    * null when the time passes. `cancel` aborts the wait without losing a value.
    */
-  take(timeoutMs?: number | undefined | null, cancel?: CancelHandle | undefined | null): Promise<Buffer | null>
+  take(timeoutMs?: number | bigint | undefined | null, cancel?: CancelHandle | undefined | null): Promise<Buffer | null>
   /** Takes a due value if there is one, without waiting. */
   poll(): Promise<Buffer | null>
   /** Counts: delayed, ready, corrupt. */
@@ -105,7 +105,7 @@ export declare class ReliableQueue {
    * Receives the next ready message, waiting up to `timeoutMs` (none: forever) on the
    * server; resolves to null when the time passes.
    */
-  receive(timeoutMs?: number | undefined | null, cancel?: CancelHandle | undefined | null): Promise<Delivery | null>
+  receive(timeoutMs?: number | bigint | undefined | null, cancel?: CancelHandle | undefined | null): Promise<Delivery | null>
   /** Counts: delayed, ready, inFlight, dead. */
   stats(): Promise<ReliableStats>
   /** Up to `limit` dead letters. */
@@ -143,7 +143,7 @@ export interface DelayedQueueOptions {
   /** Run this process's transfer task for the queue (default true). */
   scheduler?: boolean
   /** Longest pause between two transfer passes, in ms (default 1000). */
-  reconcileIntervalMs?: number
+  reconcileIntervalMs?: number | bigint
 }
 
 /** Counts of a delayed queue. */
@@ -178,22 +178,22 @@ export interface ReliableOfferEntry {
 /** Options of a reliable queue handle. */
 export interface ReliableQueueOptions {
   /** How long a received message stays invisible, in ms (default 30000). */
-  visibilityTimeoutMs?: number
+  visibilityTimeoutMs?: number | bigint
   /** Deliveries before the dead letters (default 5). */
   maxAttempts?: number
   /**
    * Delays in ms before the 1st, 2nd, ... retry (the last repeats); default:
    * exponential with jitter from `backoffBaseMs` to `backoffMaxMs`.
    */
-  backoffMs?: Array<number>
+  backoffMs?: Array<number | bigint>
   /** Exponential back-off: the first delay in ms (default 1000). */
-  backoffBaseMs?: number
+  backoffBaseMs?: number | bigint
   /** Exponential back-off: the longest delay in ms (default 600000). */
-  backoffMaxMs?: number
+  backoffMaxMs?: number | bigint
   /** Run this process's transfer task for the queue (default true). */
   scheduler?: boolean
   /** Longest pause between two transfer passes, in ms (default 1000). */
-  reconcileIntervalMs?: number
+  reconcileIntervalMs?: number | bigint
 }
 
 /** Counts of a reliable queue. */

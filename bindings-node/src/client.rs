@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
-use napi::bindgen_prelude::Either;
+use napi::bindgen_prelude::{BigInt, Either};
 use napi_derive::napi;
 
+use crate::convert::option_ms;
 use crate::delayed_queue::DelayedQueue;
 use crate::error::IntoJs;
 use crate::reliable_queue::ReliableQueue;
@@ -44,37 +45,41 @@ pub struct DelayedQueueOptions {
     /// Run this process's transfer task for the queue (default true).
     pub scheduler: Option<bool>,
     /// Longest pause between two transfer passes, in ms (default 1000).
-    pub reconcile_interval_ms: Option<f64>,
+    pub reconcile_interval_ms: Option<Either<f64, BigInt>>,
 }
 
 /// Options of a reliable queue handle.
 #[napi(object)]
 pub struct ReliableQueueOptions {
     /// How long a received message stays invisible, in ms (default 30000).
-    pub visibility_timeout_ms: Option<f64>,
+    pub visibility_timeout_ms: Option<Either<f64, BigInt>>,
     /// Deliveries before the dead letters (default 5).
     pub max_attempts: Option<u32>,
     /// Delays in ms before the 1st, 2nd, ... retry (the last repeats); default:
     /// exponential with jitter from `backoffBaseMs` to `backoffMaxMs`.
-    pub backoff_ms: Option<Vec<f64>>,
+    pub backoff_ms: Option<Vec<Either<f64, BigInt>>>,
     /// Exponential back-off: the first delay in ms (default 1000).
-    pub backoff_base_ms: Option<f64>,
+    pub backoff_base_ms: Option<Either<f64, BigInt>>,
     /// Exponential back-off: the longest delay in ms (default 600000).
-    pub backoff_max_ms: Option<f64>,
+    pub backoff_max_ms: Option<Either<f64, BigInt>>,
     /// Run this process's transfer task for the queue (default true).
     pub scheduler: Option<bool>,
     /// Longest pause between two transfer passes, in ms (default 1000).
-    pub reconcile_interval_ms: Option<f64>,
+    pub reconcile_interval_ms: Option<Either<f64, BigInt>>,
 }
 
-fn ms(v: f64) -> Result<Duration> {
-    delayq::delay::delay_from_millis_f64(v.round()).js()
+/// A duration option in ms (number or bigint), or `default_ms` when it is absent.
+fn ms(v: Option<Either<f64, BigInt>>, default_ms: f64) -> Result<Duration> {
+    option_ms(v.unwrap_or(Either::A(default_ms)))
 }
 
-fn scheduler(enabled: Option<bool>, reconcile_ms: Option<f64>) -> Result<delayq::SchedulerOptions> {
+fn scheduler(
+    enabled: Option<bool>,
+    reconcile_ms: Option<Either<f64, BigInt>>,
+) -> Result<delayq::SchedulerOptions> {
     Ok(delayq::SchedulerOptions {
         enabled: enabled.unwrap_or(true),
-        reconcile_interval: ms(reconcile_ms.unwrap_or(1000.0))?,
+        reconcile_interval: ms(reconcile_ms, 1000.0)?,
         ..Default::default()
     })
 }
@@ -130,16 +135,18 @@ impl Client {
             reconcile_interval_ms: None,
         });
         let backoff = match o.backoff_ms {
-            Some(list) => {
-                delayq::Backoff::Schedule(list.into_iter().map(ms).collect::<Result<Vec<_>>>()?)
-            }
+            Some(list) => delayq::Backoff::Schedule(
+                list.into_iter()
+                    .map(option_ms)
+                    .collect::<Result<Vec<_>>>()?,
+            ),
             None => delayq::Backoff::Exponential {
-                base: ms(o.backoff_base_ms.unwrap_or(1000.0))?,
-                max: ms(o.backoff_max_ms.unwrap_or(600_000.0))?,
+                base: ms(o.backoff_base_ms, 1000.0)?,
+                max: ms(o.backoff_max_ms, 600_000.0)?,
             },
         };
         let opts = delayq::ReliableQueueOptions {
-            visibility_timeout: ms(o.visibility_timeout_ms.unwrap_or(30_000.0))?,
+            visibility_timeout: ms(o.visibility_timeout_ms, 30_000.0)?,
             max_attempts: o.max_attempts.unwrap_or(5),
             backoff,
             scheduler: scheduler(o.scheduler, o.reconcile_interval_ms)?,

@@ -2,35 +2,46 @@
 
 use std::time::Duration;
 
+use delayq::delay::Integer;
 use napi::bindgen_prelude::{BigInt, Either};
 
 use crate::error::IntoJs;
 use napi::Result;
 
-/// A delay in milliseconds: a number (whole, finite, non-negative) or a bigint.
-pub fn delay(ms: Either<f64, BigInt>) -> Result<Duration> {
-    match ms {
-        Either::A(n) => delayq::delay::delay_from_millis_f64(n).js(),
-        Either::B(b) => {
-            let (negative, value, lossless) = b.get_u64();
-            if negative {
-                return Err(crate::error::to_js(delayq::Error::InvalidArgument(
-                    "delay must not be negative".into(),
-                )));
-            }
-            if !lossless || value > i64::MAX as u64 {
-                return Err(crate::error::to_js(delayq::Error::InvalidArgument(
-                    "delay overflows".into(),
-                )));
-            }
-            delayq::delay::delay_from_millis(value as i64).js()
-        }
+/// A bigint as core takes integers of any size: exact when it fits in an `i64`.
+fn integer(b: &BigInt) -> Integer {
+    match b.get_i64() {
+        (n, true) => Integer::Exact(n),
+        _ if b.sign_bit => Integer::Below,
+        _ => Integer::Above,
     }
 }
 
-/// A timeout in milliseconds (fractions allowed), or none for no limit.
-pub fn timeout(ms: Option<f64>) -> Result<Option<Duration>> {
-    ms.map(|ms| delayq::delay::timeout_from_secs_f64(ms / 1000.0))
-        .transpose()
-        .js()
+/// A delay in milliseconds: a number (whole, finite, non-negative) or a bigint.
+pub fn delay(ms: Either<f64, BigInt>) -> Result<Duration> {
+    match ms {
+        Either::A(n) => delayq::delay::delay_from_millis_f64(n),
+        Either::B(b) => delayq::delay::delay_from_millis_integer(integer(&b)),
+    }
+    .js()
+}
+
+/// A duration option in milliseconds (a visibility timeout, a back-off, the reconcile
+/// interval): a number, rounded to whole milliseconds, or a bigint; checked like a delay.
+pub fn option_ms(ms: Either<f64, BigInt>) -> Result<Duration> {
+    match ms {
+        Either::A(n) => delay(Either::A(n.round())),
+        b => delay(b),
+    }
+}
+
+/// A timeout in milliseconds (a number, fractions allowed, or a bigint), or none for no
+/// limit.
+pub fn timeout(ms: Option<Either<f64, BigInt>>) -> Result<Option<Duration>> {
+    ms.map(|ms| match ms {
+        Either::A(n) => delayq::delay::timeout_from_secs_f64(n / 1000.0),
+        Either::B(b) => delayq::delay::timeout_from_millis_integer(integer(&b)),
+    })
+    .transpose()
+    .js()
 }

@@ -99,7 +99,7 @@ impl DelayedQueue {
     #[napi]
     pub async fn take(
         &self,
-        timeout_ms: Option<f64>,
+        timeout_ms: Option<Either<f64, BigInt>>,
         cancel: Option<&CancelHandle>,
     ) -> Result<Option<Buffer>> {
         let timeout = convert::timeout(timeout_ms)?;

@@ -101,7 +101,7 @@ impl ReliableQueue {
     #[napi]
     pub async fn receive(
         &self,
-        timeout_ms: Option<f64>,
+        timeout_ms: Option<Either<f64, BigInt>>,
         cancel: Option<&CancelHandle>,
     ) -> Result<Option<Delivery>> {
         let timeout = convert::timeout(timeout_ms)?;

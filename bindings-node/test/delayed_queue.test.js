@@ -131,6 +131,26 @@ test('bad arguments are rejected before reaching Redis', async () => {
   assert.equal(redis.cli('EXISTS', `redisson_delay_queue:{${name}}`), '0');
 });
 
+test('milliseconds may be bigint: take, values and the reconcile interval', async () => {
+  const q = client.delayedQueue(queueName(), { reconcileIntervalMs: 50n });
+  assert.equal(await q.take(10n), null);
+  assert.equal(await q.take({ timeoutMs: 10n }), null);
+  assert.equal(await q.take(10n, {}), null);
+  for await (const v of q.values({ timeoutMs: 10n })) assert.fail(`unexpected ${v}`);
+  await q.offer('x', 20n);
+  assert.equal((await q.take(5000n)).toString(), 'x');
+  for (const ms of [-1n, -(2n ** 70n), 2n ** 70n, 2n ** 1100n]) {
+    await assert.rejects(q.take(ms), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `take(${ms})`);
+    await assert.rejects(q.take({ timeoutMs: ms }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+    await assert.rejects(q.offer('x', ms), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `offer(${ms})`);
+    assert.throws(() => client.delayedQueue(queueName(), { reconcileIntervalMs: ms }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `reconcileIntervalMs: ${ms}`);
+  }
+  for (const ms of [-1, NaN, '5', {}]) {
+    assert.throws(() => client.delayedQueue(queueName(), { reconcileIntervalMs: ms }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `reconcileIntervalMs: ${String(ms)}`);
+  }
+  q.close();
+});
+
 test('wrong type, closed handle and connection errors have their codes', async () => {
   const name = queueName();
   redis.cli('SET', name, 'a string');

@@ -108,3 +108,37 @@ test('every call taking an id refuses a non-string id with the invalid-argument 
   assert.throws(() => client.reliableQueue(queueName(), { maxAttempts: '5' }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
   assert.equal(redis.cli('KEYS', `*${name}*`), '');
 });
+
+test('milliseconds may be bigint: timeouts, iterators and queue options', async () => {
+  const q = client.reliableQueue(queueName(), {
+    visibilityTimeoutMs: 30_000n,
+    maxAttempts: 2,
+    backoffMs: [10n, 20],
+    reconcileIntervalMs: 50n,
+  });
+  assert.equal(await q.receive(10n), null);
+  assert.equal(await q.receive({ timeoutMs: 10n }), null);
+  for await (const d of q.deliveries({ timeoutMs: 10n })) assert.fail(`unexpected ${d.id}`);
+  await q.offer('x', 0n);
+  const d = await q.receive(5000n);
+  assert.equal(d.payload.toString(), 'x');
+  await d.ack();
+  client.reliableQueue(queueName(), { backoffBaseMs: 10n, backoffMaxMs: 100n }).close();
+  const bad = [-1n, -(2n ** 70n), 2n ** 70n, 2n ** 1100n];
+  for (const ms of bad) {
+    await assert.rejects(q.receive(ms), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `receive(${ms})`);
+    await assert.rejects(q.receive({ timeoutMs: ms }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+    for (const option of ['visibilityTimeoutMs', 'backoffBaseMs', 'backoffMaxMs', 'reconcileIntervalMs']) {
+      assert.throws(() => client.reliableQueue(queueName(), { [option]: ms }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `${option}: ${ms}`);
+    }
+    assert.throws(() => client.reliableQueue(queueName(), { backoffMs: [1n, ms] }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  }
+  for (const ms of [-1, NaN, Infinity, '5', null, {}]) {
+    for (const option of ['visibilityTimeoutMs', 'backoffBaseMs', 'backoffMaxMs', 'reconcileIntervalMs']) {
+      if (ms === null) continue; // null means the default
+      assert.throws(() => client.reliableQueue(queueName(), { [option]: ms }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `${option}: ${String(ms)}`);
+    }
+    assert.throws(() => client.reliableQueue(queueName(), { backoffMs: [ms] }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `backoffMs: [${String(ms)}]`);
+  }
+  q.close();
+});
