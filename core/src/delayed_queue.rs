@@ -8,11 +8,13 @@ use redis::aio::ConnectionLike;
 use crate::client::Client;
 use crate::codec;
 use crate::delay::{check_value, delay_to_millis};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::handle::Handle;
 use crate::keys::DelayedKeys;
 use crate::scheduler::{self, SchedulerGuard, SchedulerOptions, TransferOutcome};
 use crate::scripts;
+
+mod coalesce;
 
 /// Entries per offer script call: large enough for one round trip per thousand, small
 /// enough to keep each script call short.
@@ -40,6 +42,7 @@ struct QueueInner {
     handle: Handle,
     keys: DelayedKeys,
     opts: SchedulerOptions,
+    offers: coalesce::Coalescer,
 }
 
 impl std::fmt::Debug for DelayedQueue {
@@ -47,6 +50,33 @@ impl std::fmt::Debug for DelayedQueue {
         f.debug_struct("DelayedQueue")
             .field("name", &self.inner.keys.destination)
             .finish_non_exhaustive()
+    }
+}
+
+impl QueueInner {
+    /// One offer script call for checked entries (value, delay in ms), at most
+    /// [`OFFER_CHUNK`] of them. Returns their due times, in order.
+    async fn send_offers<'a>(
+        &self,
+        entries: impl ExactSizeIterator<Item = (&'a [u8], u64)>,
+    ) -> Result<Vec<i64>> {
+        let count = entries.len();
+        let mut call = scripts::OFFER.prepare_invoke();
+        call.key(&self.keys.timeout_set)
+            .key(&self.keys.queue_list)
+            .key(&self.keys.channel)
+            .key(&self.keys.destination);
+        for (value, delay_ms) in entries {
+            call.arg(delay_ms).arg(&codec::random_id()[..]).arg(value);
+        }
+        let due: Vec<i64> = call.invoke_async(&mut self.handle.commands()).await?;
+        if due.len() != count {
+            return Err(Error::Server(format!(
+                "the offer script returned {} due times for {count} entries",
+                due.len()
+            )));
+        }
+        Ok(due)
     }
 }
 
@@ -62,6 +92,7 @@ impl DelayedQueue {
                 handle: Handle::new(client, scheduler),
                 keys,
                 opts,
+                offers: coalesce::Coalescer::default(),
             }),
         }
     }
@@ -86,9 +117,20 @@ impl DelayedQueue {
 
     /// Offers `value` to be delivered after `delay`. Returns the due time in Unix ms, as
     /// computed from the Redis server's clock.
+    ///
+    /// Concurrent offers on one handle (and its clones) are coalesced: while one offer
+    /// script call is in flight, the offers that arrive meanwhile go together in the next
+    /// one (at most 1000), in order, each with its own delay and due time. A lone offer is
+    /// sent at once. Arguments are checked first, so a bad one fails only its own call; a
+    /// Redis error fails every offer of the script call it was in. An offer whose future
+    /// is dropped before its call went out is not sent; closing the handle fails the offers
+    /// not yet sent with [`Error::Closed`].
     pub async fn offer(&self, value: impl AsRef<[u8]>, delay: Duration) -> Result<i64> {
-        let due = self.offer_all([(value, delay)]).await?;
-        Ok(due[0])
+        self.check_open()?;
+        let value = value.as_ref();
+        check_value(value)?;
+        let delay_ms = delay_to_millis(delay)?;
+        coalesce::offer(&self.inner, value, delay_ms).await
     }
 
     /// Offers many values, one round trip per thousand. Returns their due times, in order.
@@ -105,19 +147,15 @@ impl DelayedQueue {
             checked.push((value, delay_to_millis(delay)?));
         }
         let mut due = Vec::with_capacity(checked.len());
-        let mut conn = self.commands();
         for chunk in checked.chunks(OFFER_CHUNK) {
-            let mut call = scripts::OFFER.prepare_invoke();
-            call.key(&self.inner.keys.timeout_set)
-                .key(&self.inner.keys.queue_list)
-                .key(&self.inner.keys.channel)
-                .key(&self.inner.keys.destination);
-            for (value, delay_ms) in chunk {
-                call.arg(*delay_ms)
-                    .arg(&codec::random_id()[..])
-                    .arg(value.as_ref());
-            }
-            let part: Vec<i64> = call.invoke_async(&mut conn).await?;
+            let part = self
+                .inner
+                .send_offers(
+                    chunk
+                        .iter()
+                        .map(|(value, delay_ms)| (value.as_ref(), *delay_ms)),
+                )
+                .await?;
             due.extend(part);
         }
         Ok(due)

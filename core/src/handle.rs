@@ -36,6 +36,28 @@ impl Handle {
         Ok(())
     }
 
+    /// Whether this handle (or its client) was closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    /// Resolves when this handle (or its client) is closed.
+    pub(crate) async fn closed(&self) {
+        self.token.cancelled().await
+    }
+
+    /// The error of a call on this handle once it is closed.
+    pub(crate) fn closed_error(&self) -> Error {
+        self.check_open()
+            .err()
+            .unwrap_or(Error::Closed("the queue handle is closed"))
+    }
+
+    /// The runtime that the client's background tasks run on.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.client.inner.runtime
+    }
+
     pub(crate) fn commands(&self) -> impl ConnectionLike + Send + Clone + 'static {
         self.client.inner.conn.commands()
     }
