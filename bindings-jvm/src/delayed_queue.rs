@@ -5,9 +5,8 @@
 
 use std::future::Future;
 
-use crate::batch::OfferBatcher;
 use crate::error::FfiError;
-use crate::runtime::{block, run, runtime};
+use crate::runtime::{block, run};
 use crate::time::DurationParts;
 
 /// Counts of a delayed queue.
@@ -29,17 +28,13 @@ pub struct OfferEntry {
 #[derive(uniffi::Object)]
 pub struct DelayedQueue {
     inner: delayq::DelayedQueue,
-    batcher: OfferBatcher,
 }
 
 type Res<T> = Result<T, FfiError>;
 
 impl DelayedQueue {
     pub(crate) fn new(inner: delayq::DelayedQueue) -> Self {
-        DelayedQueue {
-            batcher: OfferBatcher::new(inner.clone(), runtime()),
-            inner,
-        }
+        DelayedQueue { inner }
     }
 
     fn offer_fut(
@@ -48,12 +43,13 @@ impl DelayedQueue {
         delay_seconds: i64,
         delay_nanos: u32,
     ) -> impl Future<Output = delayq::Result<i64>> + Send + 'static {
+        // Core coalesces concurrent offers on one handle into offer script calls.
+        let q = self.inner.clone();
         let delay = DurationParts {
             seconds: delay_seconds,
             nanos: delay_nanos,
         };
-        let offered = delay.delay().map(|d| self.batcher.offer(value, d));
-        async move { offered?.await }
+        async move { q.offer(value, delay.delay()?).await }
     }
 
     fn offer_all_fut(

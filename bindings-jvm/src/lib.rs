@@ -8,7 +8,6 @@
 //!
 //! Modules mirror core's: `client`, `delayed_queue`, `reliable_queue`, `codec`, `error`.
 
-mod batch;
 mod client;
 mod codec;
 mod delayed_queue;
