@@ -1,5 +1,6 @@
 //! [`DelayedQueue`]: Redisson's `RDelayedQueue` layout, driven from Rust.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,18 +120,26 @@ impl DelayedQueue {
     /// computed from the Redis server's clock.
     ///
     /// Concurrent offers on one handle (and its clones) are coalesced: while one offer
-    /// script call is in flight, the offers that arrive meanwhile go together in the next
-    /// one (at most 1000), in order, each with its own delay and due time. A lone offer is
-    /// sent at once. Arguments are checked first, so a bad one fails only its own call; a
-    /// Redis error fails every offer of the script call it was in. An offer whose future
-    /// is dropped before its call went out is not sent; closing the handle fails the offers
-    /// not yet sent with [`Error::Closed`].
-    pub async fn offer(&self, value: impl AsRef<[u8]>, delay: Duration) -> Result<i64> {
-        self.check_open()?;
-        let value = value.as_ref();
-        check_value(value)?;
-        let delay_ms = delay_to_millis(delay)?;
-        coalesce::offer(&self.inner, value, delay_ms).await
+    /// script call is in flight, the offers made meanwhile go together in the next one (at
+    /// most 1000), each with its own delay and due time. A lone offer is sent at once, from
+    /// the returned future. Arguments are checked first, so a bad one fails only its own
+    /// call; a Redis error fails every offer of the script call it was in.
+    ///
+    /// The offer takes its place in the handle's order when `offer` is called, not when the
+    /// future is first polled, so offers keep the order of the calls even when each runs in
+    /// a task of its own. Dropping the future before its offer was sent withdraws it;
+    /// closing the handle fails the offers not yet sent with [`Error::Closed`].
+    pub fn offer(
+        &self,
+        value: impl AsRef<[u8]>,
+        delay: Duration,
+    ) -> impl Future<Output = Result<i64>> + Send {
+        let joined = self
+            .check_open()
+            .and_then(|()| check_value(value.as_ref()))
+            .and_then(|()| delay_to_millis(delay))
+            .map(|delay_ms| coalesce::join(&self.inner, value.as_ref(), delay_ms));
+        async move { joined?.outcome().await }
     }
 
     /// Offers many values, one round trip per thousand. Returns their due times, in order.

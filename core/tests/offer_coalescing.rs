@@ -166,17 +166,38 @@ async fn offers_beyond_a_chunk_go_in_several_calls() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn coalesced_offers_keep_their_order() {
+async fn offers_keep_the_order_of_the_calls() {
     let server = RedisServer::start();
     let c = client(&server).await;
     let q = queue(&server, &c, "order").await;
-    pause_writes(&server, 300);
-    // join_all polls its (at most 30) futures in order the first time: they join in order.
-    let due = join_all((0..30).map(|i| q.offer(format!("v{i:02}"), LONG))).await;
+    // An offer takes its place when called: these are polled last to first, and still
+    // stored first to last, in one call.
+    let offers: Vec<_> = (0..30).map(|i| q.offer(format!("a{i:02}"), LONG)).collect();
+    let due = join_all(offers.into_iter().rev()).await;
     assert!(due.iter().all(Result::is_ok));
-    let expected: Vec<Vec<u8>> = (0..30).map(|i| format!("v{i:02}").into_bytes()).collect();
+    assert_eq!(script_calls(&server), 1);
+    // The same behind a call in flight, each offer in a task of its own, the tasks
+    // started in reverse.
+    pause_writes(&server, 300);
+    let first = {
+        let q = q.clone();
+        tokio::spawn(async move { q.offer("b-first", LONG).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let offers: Vec<_> = (0..30).map(|i| q.offer(format!("b{i:02}"), LONG)).collect();
+    let tasks: Vec<_> = offers.into_iter().rev().map(tokio::spawn).collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    first.await.unwrap().unwrap();
+    let expected: Vec<Vec<u8>> = (0..30)
+        .map(|i| format!("a{i:02}"))
+        .chain(["b-first".to_owned()])
+        .chain((0..30).map(|i| format!("b{i:02}")))
+        .map(String::into_bytes)
+        .collect();
     assert_eq!(q.read_all().await.unwrap(), expected);
-    assert_eq!(script_calls(&server), 2);
+    assert_eq!(script_calls(&server), 3);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -232,12 +253,21 @@ async fn a_redis_error_fails_every_offer_of_its_call() {
     let q = queue(&server, &c, "typed").await;
     server.cli(&["SET", "typed", "a string"]);
     pause_writes(&server, 300);
+    let first = {
+        let q = q.clone();
+        tokio::spawn(async move { q.offer("first", LONG).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
     let results = join_all((0..10).map(|i| q.offer(format!("v{i}"), LONG))).await;
     for r in results {
         assert_eq!(r.unwrap_err().kind(), ErrorKind::WrongType);
     }
+    assert_eq!(
+        first.await.unwrap().unwrap_err().kind(),
+        ErrorKind::WrongType
+    );
     assert_eq!(server.cli(&["DBSIZE"]), "1", "nothing written");
-    assert_eq!(script_calls(&server), 2);
+    assert_eq!(script_calls(&server), 2, "one alone, then the ten together");
     // The batcher goes on.
     server.cli(&["DEL", "typed"]);
     q.offer("after", LONG).await.unwrap();
@@ -347,4 +377,15 @@ async fn dropped_offers_do_not_break_the_batcher() {
         })
         .await
     );
+
+    // The caller whose future sends a batch holding offers of others (made before, not
+    // yet polled) gives up mid-call: the call finishes anyway and they get their outcome.
+    pause_writes(&server, 300);
+    let others: Vec<_> = (0..5).map(|i| q.offer(format!("x{i}"), LONG)).collect();
+    let sender = tokio::time::timeout(Duration::from_millis(50), q.offer("sender", LONG)).await;
+    assert!(sender.is_err(), "the sending caller gave up");
+    for r in join_all(others).await {
+        r.unwrap();
+    }
+    assert_eq!(q.size().await.unwrap(), 8 + 5 + 1);
 }

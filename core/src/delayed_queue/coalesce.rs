@@ -3,28 +3,30 @@
 //!
 //! Services offer one value per call, from many tasks or threads at once; sent one by one,
 //! each offer would cost a script call and a round trip. Here at most one offer script call
-//! per handle is in flight: the offers that arrive meanwhile wait in a list and go together
-//! in the next call (at most [`OFFER_CHUNK`]), each with its own delay (the script computes
-//! each due time). Nothing waits for a batch to fill.
+//! per handle is in flight: the offers made meanwhile wait in a list and go together in the
+//! next call (at most [`OFFER_CHUNK`]), each with its own delay (the script computes each
+//! due time). Nothing waits for a batch to fill.
 //!
-//! The design is flat combining, with a short-lived task for the batches:
-//! - An offer that finds nobody sending takes the sending role and sends its own entry at
-//!   once, from its own future: a lone offer costs what it did without coalescing (no task,
-//!   no channel, no copy of the value).
-//! - An offer that finds a call in flight copies its value into the list and waits.
-//! - When the lone call ends, or its caller drops the future, whatever waits is handed to a
-//!   task spawned on the client's runtime, which sends it batch after batch and ends when
-//!   the list is empty. A batch carries the offers of many callers, so no caller may own
-//!   it: one that drops its future must not take the others' call down with it, and none
-//!   should be kept serving everybody else under steady load. A task per burst gives both
+//! The design is flat combining, with a short-lived task to carry on:
+//! - `offer` puts the offer in the list when it is called, not when its future is first
+//!   polled: bindings spawn a task per call, and tasks may start in any order, but offers
+//!   keep the order of the calls.
+//! - A future that, when polled, finds nobody sending takes the sending role and sends the
+//!   head of the list itself, at once: a lone offer costs no task and no thread hop.
+//! - When that call ends, whatever waits is handed to a task spawned on the client's
+//!   runtime, which sends it batch after batch and ends when the list is empty. A batch
+//!   carries the offers of many callers, so no caller should be kept serving everybody else
+//!   under steady load, and a caller that drops its future must not take the others' call
+//!   down with it: its unfinished call also moves to that task. A task per burst does both
 //!   without a hand-off protocol between callers and, unlike a task per handle, lives only
 //!   while there are offers to send: nothing to stop, nothing to leak.
 //!
-//! Offers keep the order in which they joined. One whose caller gave up before its batch
-//! went out is left out. Closing the handle fails the offers not yet sent with `Closed`;
-//! one already in flight gets its real outcome.
+//! An offer whose future is dropped before its batch went out is left out. Closing the
+//! handle fails the offers not yet sent with `Closed`; those in flight get their outcome.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::oneshot;
@@ -32,7 +34,7 @@ use tokio::sync::oneshot;
 use super::{QueueInner, OFFER_CHUNK};
 use crate::error::{Error, Result};
 
-/// The offers of one handle waiting to be sent, and whether someone is sending.
+/// The offers of one handle not yet sent, and whether someone is sending.
 #[derive(Default)]
 pub(super) struct Coalescer {
     state: Mutex<State>,
@@ -40,10 +42,10 @@ pub(super) struct Coalescer {
 
 #[derive(Default)]
 struct State {
-    /// Offers that arrived while a call was in flight, oldest first.
+    /// Offers not yet sent, in the order `offer` was called.
     waiting: VecDeque<Waiting>,
-    /// Whether a caller or a task holds the sending role. Whoever holds it sends
-    /// `waiting` before giving it up, so `waiting` is empty whenever this is false.
+    /// Whether a caller or a task holds the sending role (and so has a call in flight, or
+    /// is about to). The holder sends what waits before giving the role up.
     sending: bool,
 }
 
@@ -53,13 +55,26 @@ struct Waiting {
     reply: oneshot::Sender<Result<i64>>,
 }
 
-enum Turn {
-    /// Nobody was sending: this offer now holds the role.
-    Send,
-    /// The offer joined the list; its reply comes on this channel.
-    Wait(oneshot::Receiver<Result<i64>>),
-    /// A call is in flight; copy the value (outside the lock) and try again.
-    CopyFirst,
+impl State {
+    /// Takes the next batch (and the sending role); or gives the role up when nothing
+    /// waits, in the same critical section, so that no offer waits with nobody to send it.
+    fn next_batch(&mut self) -> Option<Vec<Waiting>> {
+        while !self.waiting.is_empty() {
+            let n = self.waiting.len().min(OFFER_CHUNK);
+            // Offers whose callers gave up are left out.
+            let batch: Vec<Waiting> = self
+                .waiting
+                .drain(..n)
+                .filter(|w| !w.reply.is_closed())
+                .collect();
+            if !batch.is_empty() {
+                self.sending = true;
+                return Some(batch);
+            }
+        }
+        self.sending = false;
+        None
+    }
 }
 
 impl Coalescer {
@@ -69,24 +84,13 @@ impl Coalescer {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes the sending role if nobody holds it, else adds the offer to the list (once
-    /// its value was copied).
-    fn join(&self, value: &mut Option<Vec<u8>>, delay_ms: u64) -> Turn {
+    /// Takes the sending role and the next batch, if nobody holds the role.
+    fn take_role(&self) -> Option<Vec<Waiting>> {
         let mut state = self.lock();
-        if !state.sending {
-            state.sending = true;
-            return Turn::Send;
+        if state.sending {
+            return None;
         }
-        let Some(value) = value.take() else {
-            return Turn::CopyFirst;
-        };
-        let (reply, rx) = oneshot::channel();
-        state.waiting.push_back(Waiting {
-            value,
-            delay_ms,
-            reply,
-        });
-        Turn::Wait(rx)
+        state.next_batch()
     }
 
     /// Fails every offer not yet sent.
@@ -97,55 +101,94 @@ impl Coalescer {
         }
     }
 
-    /// The next batch to send, or `None` after giving up the sending role when nothing
-    /// waits (in the same critical section, so that no offer joins a list nobody sends).
-    fn next_batch(&self) -> Option<Vec<Waiting>> {
-        let mut state = self.lock();
-        if state.waiting.is_empty() {
+    /// Gives up the role with nobody to take it over: what waits fails.
+    fn abandon(&self, err: &Error) {
+        let waiting = {
+            let mut state = self.lock();
             state.sending = false;
-            return None;
-        }
-        let n = state.waiting.len().min(OFFER_CHUNK);
-        Some(state.waiting.drain(..n).collect())
-    }
-}
-
-/// Offers one checked entry, coalesced with the concurrent offers on the same handle.
-pub(super) async fn offer(inner: &Arc<QueueInner>, value: &[u8], delay_ms: u64) -> Result<i64> {
-    let mut owned = None;
-    loop {
-        match inner.offers.join(&mut owned, delay_ms) {
-            Turn::Send => return Lead(inner).send(value, delay_ms).await,
-            Turn::Wait(reply) => return wait(inner, reply).await,
-            Turn::CopyFirst => owned = Some(value.to_vec()),
+            std::mem::take(&mut state.waiting)
+        };
+        for w in waiting {
+            let _ = w.reply.send(Err(err.clone()));
         }
     }
 }
 
-/// The sending role held by a caller whose offer found nobody sending. Dropped when its
-/// call ends or its caller gives up; either way the role passes on.
-struct Lead<'a>(&'a Arc<QueueInner>);
+/// An offer in its handle's list, until its outcome is known. Dropping it withdraws the
+/// offer if it was not sent yet.
+pub(super) struct Joined {
+    inner: Arc<QueueInner>,
+    reply: oneshot::Receiver<Result<i64>>,
+}
 
-impl Lead<'_> {
-    async fn send(self, value: &[u8], delay_ms: u64) -> Result<i64> {
-        let due = self
-            .0
-            .send_offers(std::iter::once((value, delay_ms)))
-            .await?;
-        Ok(due[0])
+/// Puts a checked offer at the end of the handle's list.
+pub(super) fn join(inner: &Arc<QueueInner>, value: &[u8], delay_ms: u64) -> Joined {
+    let value = value.to_vec();
+    let (reply, rx) = oneshot::channel();
+    inner.offers.lock().waiting.push_back(Waiting {
+        value,
+        delay_ms,
+        reply,
+    });
+    Joined {
+        inner: inner.clone(),
+        reply: rx,
     }
 }
 
-impl Drop for Lead<'_> {
+impl Joined {
+    /// Sends the offer, or waits for the call that does; returns its due time.
+    pub(super) async fn outcome(self) -> Result<i64> {
+        let Joined { inner, reply } = self;
+        if let Some(batch) = inner.offers.take_role() {
+            // Nobody was sending: send the head of the list (this offer and those made
+            // before it that nobody sent yet) from this future, now.
+            Call::new(&inner, batch).finish().await;
+        }
+        wait(&inner, reply).await
+    }
+}
+
+type BatchCall = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A batch sent from a caller's future, with the sending role. Dropped, it hands what is
+/// left (its own call if unfinished, and what waits) to a task.
+struct Call {
+    inner: Arc<QueueInner>,
+    call: Option<BatchCall>,
+}
+
+impl Call {
+    fn new(inner: &Arc<QueueInner>, batch: Vec<Waiting>) -> Self {
+        Call {
+            inner: inner.clone(),
+            call: Some(Box::pin(send_batch(inner.clone(), batch))),
+        }
+    }
+
+    async fn finish(mut self) {
+        if let Some(call) = self.call.as_mut() {
+            call.await;
+        }
+        self.call = None;
+    }
+}
+
+impl Drop for Call {
     fn drop(&mut self) {
-        if let Some(first) = self.0.offers.next_batch() {
-            let batches = Batches {
-                inner: self.0.clone(),
-                first: Some(first),
-                done: false,
-            };
-            self.0.handle.runtime().spawn(batches.run());
-        }
+        let first = match self.call.take() {
+            Some(unfinished) => unfinished,
+            None => match self.inner.offers.lock().next_batch() {
+                Some(batch) => Box::pin(send_batch(self.inner.clone(), batch)),
+                None => return,
+            },
+        };
+        let batches = Batches {
+            inner: self.inner.clone(),
+            first: Some(first),
+            done: false,
+        };
+        self.inner.handle.runtime().spawn(batches.run());
     }
 }
 
@@ -153,50 +196,26 @@ impl Drop for Lead<'_> {
 /// the sending role while it lives.
 struct Batches {
     inner: Arc<QueueInner>,
-    first: Option<Vec<Waiting>>,
+    first: Option<BatchCall>,
     done: bool,
 }
 
 impl Batches {
     async fn run(mut self) {
+        if let Some(first) = self.first.as_mut() {
+            first.await;
+        }
+        self.first = None;
         loop {
             if self.inner.handle.is_closed() {
-                let err = self.inner.handle.closed_error();
-                if let Some(batch) = self.first.take() {
-                    for w in batch {
-                        let _ = w.reply.send(Err(err.clone()));
-                    }
-                }
-                self.inner.offers.fail_waiting(&err);
+                self.inner
+                    .offers
+                    .fail_waiting(&self.inner.handle.closed_error());
             }
-            let batch = match self.first.take() {
-                Some(batch) => batch,
-                None => match self.inner.offers.next_batch() {
-                    Some(batch) => batch,
-                    None => break,
-                },
+            let Some(batch) = self.inner.offers.lock().next_batch() else {
+                break;
             };
-            // Leave out the offers whose callers gave up.
-            let batch: Vec<Waiting> = batch.into_iter().filter(|w| !w.reply.is_closed()).collect();
-            if batch.is_empty() {
-                continue;
-            }
-            let sent = self
-                .inner
-                .send_offers(batch.iter().map(|w| (&w.value[..], w.delay_ms)))
-                .await;
-            match sent {
-                Ok(due) => {
-                    for (w, due) in batch.into_iter().zip(due) {
-                        let _ = w.reply.send(Ok(due));
-                    }
-                }
-                Err(e) => {
-                    for w in batch {
-                        let _ = w.reply.send(Err(e.clone()));
-                    }
-                }
-            }
+            send_batch(self.inner.clone(), batch).await;
         }
         self.done = true;
     }
@@ -204,25 +223,41 @@ impl Batches {
 
 impl Drop for Batches {
     fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        // Dropped before it finished: the client's runtime is shutting down (or was down
-        // when the task was spawned). Nobody is left to send what waits.
-        let waiting = {
-            let mut state = self.inner.offers.lock();
-            state.sending = false;
-            std::mem::take(&mut state.waiting)
-        };
-        let err = Error::Closed("the client's runtime shut down");
-        for w in self.first.take().into_iter().flatten().chain(waiting) {
-            let _ = w.reply.send(Err(err.clone()));
+        if !self.done {
+            // Dropped before it finished: the client's runtime is shutting down (or was
+            // down when the task was spawned). Nobody is left to send what waits.
+            self.inner
+                .offers
+                .abandon(&Error::Closed("the client's runtime shut down"));
         }
     }
 }
 
-/// Waits for the reply to an offer in the list. Closing the handle fails the offers not
-/// yet sent at once; one in flight still gets its outcome.
+/// One script call for a batch; each offer of it gets its due time, or the call's error.
+async fn send_batch(inner: Arc<QueueInner>, batch: Vec<Waiting>) {
+    let sent = if inner.handle.is_closed() {
+        Err(inner.handle.closed_error())
+    } else {
+        inner
+            .send_offers(batch.iter().map(|w| (&w.value[..], w.delay_ms)))
+            .await
+    };
+    match sent {
+        Ok(due) => {
+            for (w, due) in batch.into_iter().zip(due) {
+                let _ = w.reply.send(Ok(due));
+            }
+        }
+        Err(e) => {
+            for w in batch {
+                let _ = w.reply.send(Err(e.clone()));
+            }
+        }
+    }
+}
+
+/// Waits for the outcome of an offer. Closing the handle fails the offers not yet sent at
+/// once; one in flight still gets its outcome.
 async fn wait(inner: &QueueInner, mut reply: oneshot::Receiver<Result<i64>>) -> Result<i64> {
     let reply = tokio::select! {
         biased;
