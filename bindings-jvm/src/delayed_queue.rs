@@ -43,13 +43,14 @@ impl DelayedQueue {
         delay_seconds: i64,
         delay_nanos: u32,
     ) -> impl Future<Output = delayq::Result<i64>> + Send + 'static {
-        // Core coalesces concurrent offers on one handle into offer script calls.
-        let q = self.inner.clone();
+        // Core coalesces concurrent offers on one handle into offer script calls; the offer
+        // takes its place in the handle's order here, at the call.
         let delay = DurationParts {
             seconds: delay_seconds,
             nanos: delay_nanos,
         };
-        async move { q.offer(value, delay.delay()?).await }
+        let offered = delay.delay().map(|d| self.inner.offer(value, d));
+        async move { offered?.await }
     }
 
     fn offer_all_fut(
