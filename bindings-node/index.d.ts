@@ -56,7 +56,10 @@ export interface ReliableQueueOptions extends DelayedQueueOptions {
 /** A Redisson-compatible delayed queue. */
 export declare class DelayedQueue {
   readonly name: string
-  /** Offers `value` due after `delayMs`; resolves to the due time (server Unix ms). */
+  /**
+   * Offers `value` due after `delayMs`; resolves to the due time (server Unix ms). Concurrent
+   * offers on one handle go to Redis together (coalesced by the core), in the order of the calls.
+   */
   offer(value: Value, delayMs: Millis): Promise<number>
   /** Offers many `[value, delayMs]` pairs; resolves to their due times. */
   offerAll(entries: Iterable<[Value, Millis] | { value: Value; delayMs: Millis }>): Promise<number[]>

@@ -141,13 +141,9 @@ function timeoutArg(ms) {
   return toDelay(ms, 'timeoutMs');
 }
 
-/** The most offers sent to Redis in one batch. */
-const OFFER_BATCH = 1000;
-
 class DelayedQueue {
   constructor(inner) {
     this._inner = inner;
-    this._batch = null;
   }
 
   /** The queue's name. */
@@ -156,35 +152,14 @@ class DelayedQueue {
   }
 
   /**
-   * Offers made in the same tick go to Redis as one `offerAll` (one round trip per
-   * thousand); each still resolves to its own due time. If the batch is refused for a bad
-   * argument (nothing was written then), its offers are retried one by one, in order, so
-   * that only the bad one fails.
+   * Concurrent offers on one queue handle are coalesced by the Rust core: while one script
+   * call is in flight, the offers made meanwhile go together in the next, each with its own
+   * due time; they keep the order of the calls, and a bad argument fails only its own call.
    */
   async offer(value, delayMs) {
     const v = toBuffer(value);
     const d = toDelay(delayMs);
-    return new Promise((resolve, reject) => {
-      if (!this._batch || this._batch.length >= OFFER_BATCH) {
-        const batch = [];
-        this._batch = batch;
-        queueMicrotask(() => this._flush(batch));
-      }
-      this._batch.push({ value: v, delayMs: d, resolve, reject });
-    });
-  }
-
-  _flush(batch) {
-    if (this._batch === batch) this._batch = null;
-    const alone = (e) => call(() => this._inner.offer(e.value, e.delayMs)).then(e.resolve, e.reject);
-    if (batch.length === 1) return alone(batch[0]);
-    return call(() => this._inner.offerAll(batch.map(({ value, delayMs }) => ({ value, delayMs })))).then(
-      (dues) => batch.forEach((e, i) => e.resolve(dues[i])),
-      (err) =>
-        err.code === 'ERR_DELAYQ_INVALID_ARGUMENT'
-          ? batch.reduce((prev, e) => prev.then(() => alone(e)), Promise.resolve()) // in order
-          : batch.forEach((e) => e.reject(err)),
-    );
+    return call(() => this._inner.offer(v, d));
   }
 
   async offerAll(entries) {

@@ -1,8 +1,9 @@
 'use strict';
 // Offers per second through delayq beside ioredis running the same offer script with
-// EVALSHA, at the same concurrency, in the same run. delayq coalesces the offers of one tick
-// into one script call (the script takes many entries); a third figure does the same by
-// hand over ioredis, the fair limit:
+// EVALSHA, at the same concurrency, in the same run. delayq's core coalesces concurrent
+// offers into multi-entry script calls (one call in flight per queue handle, the offers
+// made meanwhile in the next); a third figure coalesces by hand over ioredis, the offers of
+// one tick in one EVALSHA (the script takes many entries), the fair limit:
 //   node bench/offer.js redis://127.0.0.1:PORT [offers] [concurrency]
 const crypto = require('node:crypto');
 const Redis = require('ioredis');
@@ -37,8 +38,8 @@ async function main() {
   redis.defineCommand('delayqOffer', { numberOfKeys: 4, lua: offerScriptSource() });
   const theirs = await run(n, concurrency, () => redis.delayqOffer(...keys, 3_600_000, crypto.randomBytes(8), payload));
   await redis.del(...keys);
-  // The same coalescing delayq's offer() does (the offers of one tick in one EVALSHA, the
-  // script takes any number of entries), done by hand over ioredis: the limit of the script.
+  // Coalescing by hand over ioredis (the offers of one tick in one EVALSHA, the script
+  // takes any number of entries): the limit of the script.
   let batch = null;
   const coalesced = () => new Promise((resolve, reject) => {
     if (!batch) {

@@ -1,6 +1,7 @@
 //! `DelayedQueue`: Redisson's layout; every call returns a Promise.
 
-use napi::bindgen_prelude::{BigInt, Buffer, Either};
+use napi::bindgen_prelude::{AsyncBlock, AsyncBlockBuilder, BigInt, Buffer, Either};
+use napi::Env;
 use napi_derive::napi;
 
 use crate::convert;
@@ -41,10 +42,19 @@ impl DelayedQueue {
     }
 
     /// Offers `value` due after `delayMs`; resolves to the due time (server Unix ms).
+    // Not an `async fn`: core's `offer` must be called here, on the JavaScript thread, so
+    // that the offer takes its place in the queue's order at the call (napi-rs would start
+    // each call's task in any order). Core coalesces concurrent offers into script calls.
     #[napi]
-    pub async fn offer(&self, value: Buffer, delay_ms: Either<f64, BigInt>) -> Result<i64> {
+    pub fn offer(
+        &self,
+        env: &Env,
+        value: Buffer,
+        delay_ms: Either<f64, BigInt>,
+    ) -> Result<AsyncBlock<i64>> {
         let delay = convert::delay(delay_ms)?;
-        self.inner.offer(value.to_vec(), delay).await.js()
+        let offered = self.inner.offer(value, delay);
+        AsyncBlockBuilder::new(async move { offered.await.js() }).build(env)
     }
 
     /// Offers many values, one round trip per thousand; resolves to their due times.

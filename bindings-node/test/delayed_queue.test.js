@@ -81,6 +81,13 @@ test('1,000 concurrent offers from one process, each taken once', async () => {
   assert.equal(new Set(got).size, 1000);
 });
 
+test('concurrent offers keep the order of the calls', async () => {
+  const q = client.delayedQueue(queueName(), { scheduler: false });
+  const values = Array.from({ length: 500 }, (_, i) => `o${i}`);
+  await Promise.all(values.map((v, i) => q.offer(v, 60_000 + (i % 7))));
+  assert.deepEqual((await q.readAll()).map(String), values);
+});
+
 test('concurrent offers each get their own due time, and a bad one fails alone', async () => {
   const q = client.delayedQueue(queueName(), { scheduler: false });
   const before = await client.serverTimeMs();
