@@ -50,8 +50,10 @@ impl DelayedQueue {
     }
 
     fn offer_fut(&self, value: &Bound<'_, PyAny>, delay: &Bound<'_, PyAny>) -> PyResult<Fut<i64>> {
-        let (value, delay, q) = (convert::value(value)?, convert::delay(delay)?, self.q());
-        Ok(boxed(async move { q.offer(value, delay).await }))
+        let (value, delay) = (convert::value(value)?, convert::delay(delay)?);
+        // The offer takes its place in the handle's order now, at the call (core coalesces
+        // concurrent offers into offer script calls).
+        Ok(boxed(self.inner.offer(value, delay)))
     }
 
     fn offer_all_fut(&self, entries: &Bound<'_, PyAny>) -> PyResult<Fut<Vec<i64>>> {
