@@ -23,6 +23,9 @@
 //!
 //! An offer whose future is dropped before its batch went out is left out. Closing the
 //! handle fails the offers not yet sent with `Closed`; those in flight get their outcome.
+//! The price of sending from the caller's future: a caller that keeps its future, in
+//! flight, without polling it (a `select!` arm left pending) holds back the offers made
+//! after its own until it polls or drops it.
 
 use std::collections::VecDeque;
 use std::future::Future;
