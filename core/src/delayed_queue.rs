@@ -236,6 +236,18 @@ impl DelayedQueue {
         Ok(())
     }
 
+    /// Puts `value` back at the head of the destination, where `take` and `poll` found
+    /// it, so that it is the next one taken: for a wrapper (a binding, a task) that took a
+    /// value and then could not hand it over. Works on a closed handle too.
+    pub async fn give_back(&self, value: impl AsRef<[u8]>) -> Result<()> {
+        give_back_to(
+            &mut self.commands(),
+            &self.inner.keys.destination,
+            value.as_ref(),
+        )
+        .await
+    }
+
     /// Takes the oldest due value if there is one, without waiting.
     pub async fn poll(&self) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
@@ -262,6 +274,7 @@ impl DelayedQueue {
             self.inner.keys.destination.clone(),
             self.inner.keys.destination.clone(),
         );
+        let mut commands = self.commands();
         self.inner
             .handle
             .blocking(
@@ -271,14 +284,10 @@ impl DelayedQueue {
                         redis::cmd("BLPOP").arg(&dest).arg(&secs).query_async(&mut conn).await;
                     (conn, reply.map(|r| r.map(|(_, value)| value)).map_err(Into::into))
                 },
-                move |value, mut conn| async move {
-                    // At the head, where it was.
-                    let back: redis::RedisResult<i64> =
-                        redis::cmd("LPUSH").arg(&dest_back).arg(&value).query_async(&mut conn).await;
-                    if let Err(e) = back {
+                move |value| async move {
+                    if let Err(e) = give_back_to(&mut commands, &dest_back, &value).await {
                         tracing::error!(queue = %dest_back, error = %e, "could not return a value taken by a cancelled take");
                     }
-                    conn
                 },
             )
             .await
@@ -321,4 +330,18 @@ impl DelayedQueue {
     pub fn close(&self) {
         self.inner.handle.close();
     }
+}
+
+/// Pushes a taken value back to the head of `destination`, where it was.
+async fn give_back_to(
+    commands: &mut (impl ConnectionLike + Send),
+    destination: &str,
+    value: &[u8],
+) -> Result<()> {
+    let _: i64 = redis::cmd("LPUSH")
+        .arg(destination)
+        .arg(value)
+        .query_async(commands)
+        .await?;
+    Ok(())
 }

@@ -207,6 +207,16 @@ impl Delivery {
         self.queue.nack(&self.receipt, delay, true).await
     }
 
+    /// Gives the message back untouched: ready again at once, this delivery not counted as
+    /// an attempt. For a wrapper (a binding, a task) that received a message and then could
+    /// not hand it over. Returns false when this delivery had already ended. Works on a
+    /// closed handle too.
+    pub async fn release(&self) -> Result<bool> {
+        self.queue
+            .give_back(&self.receipt, Duration::ZERO, false)
+            .await
+    }
+
     /// The receipt of this delivery (the stream entry id), for logs.
     pub fn receipt(&self) -> &str {
         &self.receipt
@@ -426,13 +436,10 @@ impl ReliableQueue {
                     }
                     (conn, reply)
                 },
-                |delivery: Delivery, conn| async move {
-                    // Given back untouched: not counted as an attempt.
-                    let queue = &delivery.queue;
-                    if let Err(e) = queue.give_back(&delivery.receipt, Duration::ZERO, false).await {
-                        tracing::warn!(queue = %queue.name(), error = %e, "could not give back an abandoned delivery; it returns after the visibility timeout");
+                |delivery: Delivery| async move {
+                    if let Err(e) = delivery.release().await {
+                        tracing::warn!(queue = %delivery.queue.name(), error = %e, "could not give back an abandoned delivery; it returns after the visibility timeout");
                     }
-                    conn
                 },
             )
             .await

@@ -113,6 +113,48 @@ async fn a_cancelled_take_loses_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn takes_abandoned_at_any_instant_lose_nothing() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let q = c.delayed_queue("abandoned").unwrap();
+    let n = 400;
+    q.offer_all((0..n).map(|i| (i.to_string(), Duration::ZERO)))
+        .await
+        .unwrap();
+    q.transfer_now().await.unwrap();
+    // Each take is dropped after a random wait, often while the server is handing its value
+    // over: every value is either taken or back in the queue.
+    let mut taken = 0;
+    for i in 0..2000u64 {
+        let wait = Duration::from_micros((i * 7919) % 1500);
+        // The timer is checked first: a take whose value arrived is dropped without
+        // another poll, as a `select!` whose other branch wins drops it.
+        tokio::select! {
+            biased;
+            _ = tokio::time::sleep(wait) => {}
+            r = q.take(Some(Duration::from_secs(1))) => {
+                if r.unwrap().is_some() {
+                    taken += 1;
+                }
+            }
+        }
+    }
+    // Give-backs of dropped takes run in the background: wait until the count settles.
+    let left = || async {
+        server
+            .cli(&["LLEN", "abandoned"])
+            .trim()
+            .parse::<usize>()
+            .unwrap()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while taken + left().await != n && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(taken + left().await, n, "taken {taken}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bad_arguments_are_refused_before_reaching_redis() {
     let server = RedisServer::start();
     let c = client(&server).await;

@@ -392,6 +392,47 @@ async fn an_abandoned_receive_gives_the_message_back() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn receives_abandoned_at_any_instant_lose_nothing() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("abandoned", opts(60_000, 5)).unwrap();
+    let n = 300u64;
+    q.offer_all((0..n).map(|i| (i.to_string(), Duration::ZERO, None)))
+        .await
+        .unwrap();
+    let mut received = 0;
+    for i in 0..1500u64 {
+        let wait = Duration::from_micros((i * 7919) % 1500);
+        // The timer first: a receive whose delivery arrived is dropped without another poll.
+        tokio::select! {
+            biased;
+            _ = tokio::time::sleep(wait) => {}
+            r = q.receive(Some(Duration::from_secs(1))) => {
+                if let Some(d) = r.unwrap() {
+                    assert!(d.ack().await.unwrap());
+                    received += 1;
+                }
+            }
+        }
+    }
+    // Abandoned deliveries go back to ready in the background (never left in flight for the
+    // visibility timeout): wait until the counts settle.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = q.stats().await.unwrap();
+        if (received + s.ready == n && s.in_flight == 0) || std::time::Instant::now() > deadline {
+            assert_eq!(
+                (received + s.ready, s.in_flight),
+                (n, 0),
+                "received {received}, {s:?}"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn consume_acks_on_success_and_retries_failures() {
     let server = RedisServer::start();
     let c = Client::connect(&server.url()).await.unwrap();
