@@ -4,8 +4,10 @@
 //! handle), exported twice: async, and `_blocking`.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use crate::error::FfiError;
+use crate::handover::{self, PendingCall, TakeHandler};
 use crate::runtime::{block, run};
 use crate::time::DurationParts;
 
@@ -206,11 +208,28 @@ impl DelayedQueue {
     }
 
     /// The oldest due value, waiting up to `timeout` (none: forever).
-    pub async fn take(&self, timeout: Option<DurationParts>) -> Res<Option<Vec<u8>>> {
-        run(self.take_fut(timeout)).await
+    /// The oldest due value, waiting up to `timeout` (none: forever), handed to `handler`
+    /// (see `crate::handover`: the suspending `take` without losing a value on cancel).
+    pub fn take_then(
+        &self,
+        timeout: Option<DurationParts>,
+        handler: Arc<dyn TakeHandler>,
+    ) -> Arc<PendingCall> {
+        let on_error = handler.clone();
+        handover::run_then(
+            self.take_fut(timeout),
+            move |value| handler.on_value(value),
+            move |kind, message| on_error.on_error(kind, message),
+        )
     }
     pub fn take_blocking(&self, timeout: Option<DurationParts>) -> Res<Option<Vec<u8>>> {
         block(self.take_fut(timeout))
+    }
+
+    /// Puts `value` back at the head of the queue, in the background: for a taken value
+    /// the facade could not hand over (its coroutine or future was cancelled meanwhile).
+    pub fn give_back(&self, value: Vec<u8>) {
+        handover::give_back(self.inner.clone(), value);
     }
 
     /// Counts of waiting, ready and corrupt entries.

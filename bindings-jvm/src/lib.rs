@@ -12,6 +12,7 @@ mod client;
 mod codec;
 mod delayed_queue;
 mod error;
+mod handover;
 mod reliable_queue;
 mod runtime;
 mod time;

@@ -8,6 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::error::FfiError;
+use crate::handover::{self, PendingCall, ReceiveHandler};
 use crate::runtime::{block, run};
 use crate::time::DurationParts;
 
@@ -134,6 +135,12 @@ pub struct Delivery {
     inner: delayq::Delivery,
 }
 
+impl Delivery {
+    fn new(inner: delayq::Delivery) -> Arc<Self> {
+        Arc::new(Delivery { inner })
+    }
+}
+
 impl ReliableQueue {
     pub(crate) fn new(inner: delayq::ReliableQueue) -> Self {
         ReliableQueue { inner }
@@ -188,9 +195,7 @@ impl ReliableQueue {
         let q = self.inner.clone();
         async move {
             let timeout = timeout.map(DurationParts::timeout).transpose()?;
-            Ok(q.receive(timeout)
-                .await?
-                .map(|inner| Arc::new(Delivery { inner })))
+            Ok(q.receive(timeout).await?.map(Delivery::new))
         }
     }
 
@@ -235,7 +240,7 @@ impl ReliableQueue {
                 move |d| {
                     let handler = handler.clone();
                     async move {
-                        let delivery = Arc::new(Delivery { inner: d });
+                        let delivery = Delivery::new(d);
                         match tokio::task::spawn_blocking(move || handler.handle(delivery)).await {
                             Ok(None) => Ok(()),
                             Ok(Some(failure)) => Err(failure),
@@ -305,9 +310,20 @@ impl ReliableQueue {
         block(self.reschedule_fut(id, delay))
     }
 
-    /// The next ready message, waiting up to `timeout` (none: forever) on the server.
-    pub async fn receive(&self, timeout: Option<DurationParts>) -> Res<Option<Arc<Delivery>>> {
-        run(self.receive_fut(timeout)).await
+    /// The next ready message, waiting up to `timeout` (none: forever) on the server,
+    /// handed to `handler` (see `crate::handover`: the suspending `receive` without losing a
+    /// delivery on cancel).
+    pub fn receive_then(
+        &self,
+        timeout: Option<DurationParts>,
+        handler: Arc<dyn ReceiveHandler>,
+    ) -> Arc<PendingCall> {
+        let on_error = handler.clone();
+        handover::run_then(
+            self.receive_fut(timeout),
+            move |delivery| handler.on_delivery(delivery),
+            move |kind, message| on_error.on_error(kind, message),
+        )
     }
     pub fn receive_blocking(&self, timeout: Option<DurationParts>) -> Res<Option<Arc<Delivery>>> {
         block(self.receive_fut(timeout))
@@ -375,6 +391,12 @@ impl Delivery {
 
 #[uniffi::export]
 impl Delivery {
+    /// Gives the message back untouched, in the background: for a delivery the facade could
+    /// not hand over (its coroutine or future was cancelled meanwhile).
+    pub fn release(&self) {
+        handover::release(self.inner.clone());
+    }
+
     /// The message id.
     pub fn id(&self) -> String {
         self.inner.id.clone()

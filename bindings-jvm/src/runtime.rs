@@ -2,8 +2,8 @@
 //!
 //! Core's `Client::connect` captures the runtime it runs on and spawns its connection
 //! drivers and transfer tasks there, so the client must be created on a long-lived
-//! multi-thread runtime. The JVM side then only awaits a `JoinHandle` (which any executor
-//! can poll) or blocks on the future.
+//! multi-thread runtime. The JVM side then polls core's futures with that runtime entered,
+//! or blocks on them.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,7 +11,6 @@ use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
 use tokio::runtime::Runtime;
-use tokio::task::JoinHandle;
 
 use crate::error::FfiError;
 
@@ -26,33 +25,29 @@ pub(crate) fn runtime() -> &'static Runtime {
     })
 }
 
-/// A spawned task that is aborted when its awaiting future is dropped (a cancelled
-/// coroutine), so that a cancelled `take` gives its value back instead of running on.
-struct AbortOnDrop<T>(JoinHandle<T>);
+/// A future polled by whatever executor awaits it (UniFFI's, for a Kotlin coroutine) with
+/// this library's runtime entered on every poll, so that the I/O and timers it registers
+/// belong to the runtime (the same thing the `async-compat` crate does). Unlike a spawned
+/// task awaited through its `JoinHandle`, dropping it (a cancelled coroutine) drops core's
+/// future itself, whose cancel-safety then holds: a value taken for it goes back, even one
+/// that arrived after its last poll.
+struct InRuntime<F>(Pin<Box<F>>);
 
-impl<T> Future for AbortOnDrop<T> {
-    type Output = Result<T, tokio::task::JoinError>;
+impl<F: Future> Future for InRuntime<F> {
+    type Output = F::Output;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0).poll(cx)
+        let _entered = runtime().enter();
+        self.0.as_mut().poll(cx)
     }
 }
 
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Runs `fut` on the runtime and awaits it from whatever executor polls the result.
+/// Runs `fut` in the runtime's context, awaited from whatever executor polls the result.
 pub(crate) async fn run<F, T>(fut: F) -> Result<T, FfiError>
 where
     F: Future<Output = delayq::Result<T>> + Send + 'static,
     T: Send + 'static,
 {
-    match AbortOnDrop(runtime().spawn(fut)).await {
-        Ok(result) => result.map_err(FfiError::from),
-        Err(e) => Err(FfiError::Connection(format!("delayq task failed: {e}"))),
-    }
+    InRuntime(Box::pin(fut)).await.map_err(FfiError::from)
 }
 
 /// Runs `fut` on the runtime, blocking the calling (JVM) thread until it is done.

@@ -1,6 +1,8 @@
 package dev.delayq
 
+import dev.delayq.ffi.DurationParts
 import dev.delayq.ffi.OfferEntry
+import dev.delayq.ffi.TakeHandler
 import java.time.Duration
 import java.util.concurrent.CompletableFuture
 import dev.delayq.ffi.DelayedQueue as FfiDelayedQueue
@@ -104,10 +106,10 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
 
     fun pollAsync(): CompletableFuture<ByteArray?> = Bridge.future { coroutines.poll() }
 
-    /** [take] without blocking; cancelling the future cancels the wait (a value being handed over goes back). */
-    fun takeAsync(timeout: Duration): CompletableFuture<ByteArray?> = Bridge.future { coroutines.take(timeout) }
+    /** [take] without blocking; cancelling the future cancels the wait and loses nothing (a value taken meanwhile goes back to the head). */
+    fun takeAsync(timeout: Duration): CompletableFuture<ByteArray?> = Bridge.futureGivingBack(ffi::giveBack) { coroutines.take(timeout) }
 
-    fun takeAsync(): CompletableFuture<ByteArray> = Bridge.future { coroutines.take() }
+    fun takeAsync(): CompletableFuture<ByteArray> = Bridge.futureGivingBack(ffi::giveBack) { coroutines.take() }
 
     fun statsAsync(): CompletableFuture<DelayedStats> = Bridge.future { coroutines.stats() }
 
@@ -138,9 +140,22 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
 
         suspend fun poll(): ByteArray? = native { ffi.poll() }
 
-        suspend fun take(timeout: Duration): ByteArray? = native { ffi.take(Bridge.parts(timeout)) }
+        suspend fun take(timeout: Duration): ByteArray? = take(Bridge.parts(timeout))
 
-        suspend fun take(): ByteArray = native { ffi.take(null)!! }
+        suspend fun take(): ByteArray = take(null)!!
+
+        /** Cancel-safe: a value taken for a coroutine cancelled meanwhile goes back to the head. */
+        private suspend fun take(timeout: DurationParts?): ByteArray? =
+            Bridge.handedOver(ffi::giveBack) { resume, fail ->
+                ffi.takeThen(
+                    timeout,
+                    object : TakeHandler {
+                        override fun onValue(value: ByteArray?) = resume(value)
+
+                        override fun onError(kind: String, message: String) = fail(kind, message)
+                    },
+                )
+            }
 
         suspend fun stats(): DelayedStats = native { stats(ffi.stats()) }
     }

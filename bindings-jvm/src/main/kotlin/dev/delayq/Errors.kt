@@ -47,6 +47,17 @@ internal fun FfiException.toPublic(): DelayqException {
     }
 }
 
+/** The exception for an error the native side reported by its [kind] name (see [DelayqException.kind]). */
+internal fun exceptionOf(kind: String, message: String): DelayqException =
+    when (kind) {
+        "invalid_argument" -> InvalidArgumentException(message)
+        "connection" -> ConnectionException(message)
+        "timeout" -> TimeoutException(message)
+        "wrong_type" -> WrongTypeException(message)
+        "closed" -> ClosedException(message)
+        else -> ServerException(message)
+    }
+
 /** Runs a call into the native library, rethrowing its errors as [DelayqException]s. */
 internal inline fun <T> native(block: () -> T): T =
     try {

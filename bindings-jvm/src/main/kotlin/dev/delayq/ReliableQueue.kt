@@ -1,6 +1,8 @@
 package dev.delayq
 
 import dev.delayq.ffi.BackoffSpec
+import dev.delayq.ffi.DurationParts
+import dev.delayq.ffi.ReceiveHandler
 import dev.delayq.ffi.ReliableOfferEntry
 import dev.delayq.ffi.ReliableOptions
 import kotlinx.coroutines.runBlocking
@@ -152,6 +154,9 @@ class Delivery internal constructor(private val ffi: FfiDelivery) {
 
     override fun toString() = "Delivery(id=$id, attempt=$attempt, dueAt=$dueAt, payload=${payload.size} bytes)"
 
+    /** Gives the message back untouched, in the background (a delivery that could not be handed over). */
+    internal fun release() = ffi.release()
+
     /** The suspending calls of a [Delivery]. */
     inner class Coroutines internal constructor() {
         suspend fun ack(): Boolean = native { ffi.ack() }
@@ -251,10 +256,10 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
     fun rescheduleAsync(id: String, delay: Duration): CompletableFuture<Boolean> = Bridge.future { coroutines.reschedule(id, delay) }
 
-    /** [receive] without blocking; cancelling the future cancels the wait (a message being handed over goes back). */
-    fun receiveAsync(timeout: Duration): CompletableFuture<Delivery?> = Bridge.future { coroutines.receive(timeout) }
+    /** [receive] without blocking; cancelling the future cancels the wait and loses nothing (a message received meanwhile goes back untouched). */
+    fun receiveAsync(timeout: Duration): CompletableFuture<Delivery?> = Bridge.futureGivingBack(Delivery::release) { coroutines.receive(timeout) }
 
-    fun receiveAsync(): CompletableFuture<Delivery> = Bridge.future { coroutines.receive() }
+    fun receiveAsync(): CompletableFuture<Delivery> = Bridge.futureGivingBack(Delivery::release) { coroutines.receive() }
 
     fun statsAsync(): CompletableFuture<ReliableStats> = Bridge.future { coroutines.stats() }
 
@@ -282,9 +287,22 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
         suspend fun reschedule(id: String, delay: Duration): Boolean = native { ffi.reschedule(id, Bridge.parts(delay)) }
 
-        suspend fun receive(timeout: Duration): Delivery? = native { ffi.receive(Bridge.parts(timeout))?.let(::Delivery) }
+        suspend fun receive(timeout: Duration): Delivery? = receive(Bridge.parts(timeout))
 
-        suspend fun receive(): Delivery = native { Delivery(ffi.receive(null)!!) }
+        suspend fun receive(): Delivery = receive(null)!!
+
+        /** Cancel-safe: a delivery received for a coroutine cancelled meanwhile goes back untouched. */
+        private suspend fun receive(timeout: DurationParts?): Delivery? =
+            Bridge.handedOver(Delivery::release) { resume, fail ->
+                ffi.receiveThen(
+                    timeout,
+                    object : ReceiveHandler {
+                        override fun onDelivery(delivery: FfiDelivery?) = resume(delivery?.let(::Delivery))
+
+                        override fun onError(kind: String, message: String) = fail(kind, message)
+                    },
+                )
+            }
 
         suspend fun stats(): ReliableStats = native { stats(ffi.stats()) }
 

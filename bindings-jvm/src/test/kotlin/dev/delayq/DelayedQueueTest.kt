@@ -152,11 +152,27 @@ class DelayedQueueTest {
             val pending = queue.takeAsync()
             pending.cancel(true)
             assertThrows<CancellationException> { pending.get() }
-            // Cancellation reaches the native call asynchronously; a value arriving inside
-            // that window could go to the cancelled take (see README, "Cancellation"). The
-            // delay puts the value well after it.
-            queue.offer("kept", Duration.ofMillis(500))
+            queue.offer("kept", Duration.ZERO)
             assertEquals("kept", String(queue.take(Duration.ofSeconds(10))!!))
+        }
+
+    @Test
+    fun `takes cancelled at any instant lose nothing`(redis: RedisServer) =
+        withQueue(redis) { _, queue ->
+            val n = 200
+            queue.offerAll((1..n).map { Offer("v$it", Duration.ZERO) })
+            awaitTrue { redis.cli("LLEN", queue.name).toInt() == n }
+            var taken = 0
+            for (i in 0 until 1000) {
+                val pending = queue.takeAsync(Duration.ofSeconds(1))
+                // cancel after 0 to 1.5 ms: before, during and after the value's hand-over
+                val until = System.nanoTime() + (i * 7919L % 1500) * 1000
+                while (System.nanoTime() < until) Thread.onSpinWait()
+                if (!pending.cancel(true) && pending.get() != null) taken++
+            }
+            // values of cancelled takes go back in the background
+            awaitTrue { taken + redis.cli("LLEN", queue.name).toInt() == n }
+            assertEquals(n, taken + redis.cli("LLEN", queue.name).toInt())
         }
 
     @Test
@@ -206,5 +222,11 @@ class DelayedQueueTest {
                 assertThrows<InvalidArgumentException> { client.delayedQueue(name, DelayedQueueOptions(reconcileInterval = Duration.ZERO)) }
             }
         }
+    }
+
+    /** Waits up to 20 s for [condition], which reads state that settles in the background. */
+    private fun awaitTrue(condition: () -> Boolean) {
+        val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20)
+        while (!condition() && System.nanoTime() < deadline) Thread.onSpinWait()
     }
 }

@@ -200,6 +200,22 @@ class ReliableQueueTest {
         }
 
     @Test
+    fun `receives cancelled at any instant lose nothing`(redis: RedisServer) =
+        withQueue(redis, fast.copy(visibilityTimeout = Duration.ofMinutes(5))) { _, queue ->
+            val n = 150L
+            queue.offerAll((1..n).map { ReliableOffer("m$it", Duration.ZERO) })
+            var received = 0L
+            for (i in 0 until 600) {
+                val pending = queue.receiveAsync(Duration.ofSeconds(1))
+                val until = System.nanoTime() + (i * 7919L % 1500) * 1000
+                while (System.nanoTime() < until) Thread.onSpinWait()
+                if (!pending.cancel(true)) pending.get()?.let { assertTrue(it.ack()); received++ }
+            }
+            // deliveries of cancelled receives go back untouched, not after the visibility timeout
+            awaitStats(queue, ReliableStats(0, n - received, 0, 0))
+        }
+
+    @Test
     fun `CompletableFuture calls`(redis: RedisServer) =
         withQueue(redis) { _, queue ->
             val receiving = queue.receiveAsync(Duration.ofSeconds(10))
