@@ -44,7 +44,7 @@ export interface ReliableQueueOptions extends DelayedQueueOptions {
   /** How long a received message stays invisible, in ms (default 30000). */
   visibilityTimeoutMs?: Millis
   /** Deliveries before the dead letters (default 5). */
-  maxAttempts?: number
+  maxAttempts?: number | bigint
   /** Delays in ms before the 1st, 2nd, ... retry (the last repeats). */
   backoffMs?: Millis[]
   /** Exponential back-off with jitter: first delay in ms (default 1000). */
@@ -114,7 +114,7 @@ export declare class ReliableQueue {
   receive(timeoutMs?: Millis | null, options?: { signal?: AbortSignal }): Promise<Delivery | null>
   receive(options: WaitOptions): Promise<Delivery | null>
   stats(): Promise<ReliableStats>
-  deadLetters(limit?: number): Promise<DeadLetter[]>
+  deadLetters(limit?: number | bigint): Promise<DeadLetter[]>
   requeueDead(ids?: string[]): Promise<number>
   purgeDead(): Promise<number>
   /** Runs `handler` on messages, `concurrency` at a time: ack on resolve, nack on reject. */

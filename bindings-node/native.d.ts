@@ -109,7 +109,7 @@ export declare class ReliableQueue {
   /** Counts: delayed, ready, inFlight, dead. */
   stats(): Promise<ReliableStats>
   /** Up to `limit` dead letters. */
-  deadLetters(limit?: number | undefined | null): Promise<Array<DeadLetter>>
+  deadLetters(limit?: number | bigint | undefined | null): Promise<Array<DeadLetter>>
   /** Makes dead letters ready again (the given ids, or all); resolves to how many. */
   requeueDead(ids?: Array<string> | undefined | null): Promise<number>
   /** Deletes every dead letter; resolves to how many there were. */
@@ -180,7 +180,7 @@ export interface ReliableQueueOptions {
   /** How long a received message stays invisible, in ms (default 30000). */
   visibilityTimeoutMs?: number | bigint
   /** Deliveries before the dead letters (default 5). */
-  maxAttempts?: number
+  maxAttempts?: number | bigint
   /**
    * Delays in ms before the 1st, 2nd, ... retry (the last repeats); default:
    * exponential with jitter from `backoffBaseMs` to `backoffMaxMs`.

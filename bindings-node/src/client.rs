@@ -5,7 +5,7 @@ use std::time::Duration;
 use napi::bindgen_prelude::{BigInt, Either};
 use napi_derive::napi;
 
-use crate::convert::option_ms;
+use crate::convert::{self, option_ms};
 use crate::delayed_queue::DelayedQueue;
 use crate::error::IntoJs;
 use crate::reliable_queue::ReliableQueue;
@@ -54,7 +54,7 @@ pub struct ReliableQueueOptions {
     /// How long a received message stays invisible, in ms (default 30000).
     pub visibility_timeout_ms: Option<Either<f64, BigInt>>,
     /// Deliveries before the dead letters (default 5).
-    pub max_attempts: Option<u32>,
+    pub max_attempts: Option<Either<f64, BigInt>>,
     /// Delays in ms before the 1st, 2nd, ... retry (the last repeats); default:
     /// exponential with jitter from `backoffBaseMs` to `backoffMaxMs`.
     pub backoff_ms: Option<Vec<Either<f64, BigInt>>>,
@@ -147,7 +147,10 @@ impl Client {
         };
         let opts = delayq::ReliableQueueOptions {
             visibility_timeout: ms(o.visibility_timeout_ms, 30_000.0)?,
-            max_attempts: o.max_attempts.unwrap_or(5),
+            max_attempts: match o.max_attempts {
+                Some(n) => convert::count(n, "max_attempts")?,
+                None => 5,
+            },
             backoff,
             scheduler: scheduler(o.scheduler, o.reconcile_interval_ms)?,
         };

@@ -35,6 +35,16 @@ pub fn option_ms(ms: Either<f64, BigInt>) -> Result<Duration> {
     }
 }
 
+/// A count (a limit, a number of attempts) named `what`: a whole number or a bigint, not
+/// negative.
+pub fn count<T: TryFrom<u64>>(n: Either<f64, BigInt>, what: &str) -> Result<T> {
+    match n {
+        Either::A(n) => delayq::delay::count_from_f64(n, what),
+        Either::B(b) => delayq::delay::count_from_integer(integer(&b), what),
+    }
+    .js()
+}
+
 /// A timeout in milliseconds (a number, fractions allowed, or a bigint), or none for no
 /// limit.
 pub fn timeout(ms: Option<Either<f64, BigInt>>) -> Result<Option<Duration>> {

@@ -130,12 +130,15 @@ impl ReliableQueue {
 
     /// Up to `limit` dead letters.
     #[napi]
-    pub async fn dead_letters(&self, limit: Option<u32>) -> Result<Vec<DeadLetter>> {
-        let list = self
-            .inner
-            .dead_letters(limit.unwrap_or(100) as usize)
-            .await
-            .js()?;
+    pub async fn dead_letters(
+        &self,
+        limit: Option<Either<f64, BigInt>>,
+    ) -> Result<Vec<DeadLetter>> {
+        let limit = match limit {
+            Some(n) => convert::count(n, "limit")?,
+            None => 100,
+        };
+        let list = self.inner.dead_letters(limit).await.js()?;
         Ok(list
             .into_iter()
             .map(|d| DeadLetter {

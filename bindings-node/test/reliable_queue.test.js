@@ -106,6 +106,14 @@ test('every call taking an id refuses a non-string id with the invalid-argument 
   // Arguments napi converts itself: its own error code is mapped too.
   await assert.rejects(q.deadLetters('ten'), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
   assert.throws(() => client.reliableQueue(queueName(), { maxAttempts: '5' }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  // Counts: whole and not negative (napi would wrap -1 to 4294967295).
+  for (const limit of [-1, 1.5, NaN, -1n]) {
+    await assert.rejects(q.deadLetters(limit), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `deadLetters(${limit})`);
+  }
+  for (const maxAttempts of [-1, 2.5, -1n, 256]) {
+    assert.throws(() => client.reliableQueue(queueName(), { maxAttempts }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `maxAttempts ${maxAttempts}`);
+  }
+  assert.deepEqual(await q.deadLetters(10n), []);
   assert.equal(redis.cli('KEYS', `*${name}*`), '');
 });
 

@@ -180,6 +180,24 @@ pub fn count_from_integer<T: TryFrom<u64>>(n: Integer, what: &str) -> Result<T> 
     T::try_from(n).map_err(|_| Error::invalid(format!("{what} of {n} is too large")))
 }
 
+/// A count named `what` from a floating-point number (a JavaScript `number`): whole,
+/// finite, not negative and small enough for `T`.
+pub fn count_from_f64<T: TryFrom<u64>>(n: f64, what: &str) -> Result<T> {
+    if !n.is_finite() || n.fract() != 0.0 {
+        return Err(Error::invalid(format!(
+            "{what} must be a whole number, got {n}"
+        )));
+    }
+    let n = if n >= 9.223_372_036_854_776e18 {
+        Integer::Above
+    } else if n < -9.223_372_036_854_776e18 {
+        Integer::Below
+    } else {
+        Integer::Exact(n as i64)
+    };
+    count_from_integer(n, what)
+}
+
 /// Checks the size of a value.
 pub fn check_value(value: &[u8]) -> Result<()> {
     if value.len() > MAX_VALUE_LEN {
@@ -210,6 +228,15 @@ mod tests {
             Duration::from_millis(1500)
         );
         assert!(delay_from_secs_f64(1e300).is_err());
+    }
+
+    #[test]
+    fn counts_from_numbers_are_whole_and_not_negative() {
+        assert_eq!(count_from_f64::<u32>(10.0, "limit").unwrap(), 10);
+        assert_eq!(count_from_f64::<u32>(0.0, "limit").unwrap(), 0);
+        for bad in [-1.0, 1.5, f64::NAN, f64::INFINITY, 1e20, 4_294_967_296.0] {
+            assert!(count_from_f64::<u32>(bad, "limit").is_err(), "{bad}");
+        }
     }
 
     #[test]
