@@ -6,12 +6,22 @@ use std::future::Future;
 use pyo3::prelude::*;
 
 use crate::convert::{self, Bytes};
+use crate::handover::{handover, Handover, Value};
 use crate::runtime::{awaitable, block};
 
 type Fut<T> = std::pin::Pin<Box<dyn Future<Output = delayq::Result<T>> + Send + 'static>>;
 
 fn boxed<T>(f: impl Future<Output = delayq::Result<T>> + Send + 'static) -> Fut<T> {
     Box::pin(f)
+}
+
+/// Core's `take`, keeping the queue with the value to give it back if the caller is gone.
+async fn take(
+    queue: delayq::DelayedQueue,
+    timeout: Option<std::time::Duration>,
+) -> delayq::Result<Option<Value>> {
+    let value = queue.take(timeout).await?;
+    Ok(value.map(|value| Value { queue, value }))
 }
 
 /// A handle on a Redisson-compatible delayed queue. Values in are `bytes`, `bytearray`,
@@ -81,9 +91,9 @@ impl DelayedQueue {
         boxed(async move { Ok(q.read_all().await?.into_iter().map(Bytes).collect()) })
     }
 
-    fn take_fut(&self, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Fut<Option<Bytes>>> {
+    fn take_fut(&self, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Fut<Option<Value>>> {
         let (timeout, q) = (convert::timeout(timeout)?, self.q());
-        Ok(boxed(async move { Ok(q.take(timeout).await?.map(Bytes)) }))
+        Ok(boxed(take(q, timeout)))
     }
 
     fn poll_fut(&self) -> Fut<Option<Bytes>> {
@@ -214,17 +224,13 @@ impl DelayedQueue {
     /// returns None when the time passes. Ctrl-C interrupts the wait; nothing is lost.
     #[pyo3(signature = (timeout = None))]
     fn take(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Bytes>> {
-        block(py, self.take_fut(timeout)?)
+        Ok(block(py, self.take_fut(timeout)?)?.map(|v| Bytes(v.value)))
     }
 
     /// Awaitable `take`; cancelling it loses nothing.
     #[pyo3(signature = (timeout = None))]
-    fn take_async<'py>(
-        &self,
-        py: Python<'py>,
-        timeout: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.take_fut(timeout)?)
+    fn take_async(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Handover> {
+        handover(py, self.take_fut(timeout)?)
     }
 
     /// Takes a due value if there is one, without waiting.
@@ -281,7 +287,7 @@ impl TakeIter {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Bytes>> {
-        let (q, timeout) = (self.queue.clone(), self.timeout);
-        block(py, async move { Ok(q.take(timeout).await?.map(Bytes)) })
+        let taken = block(py, take(self.queue.clone(), self.timeout))?;
+        Ok(taken.map(|v| Bytes(v.value)))
     }
 }

@@ -7,6 +7,7 @@ mod client;
 mod convert;
 mod delayed_queue;
 mod error;
+mod handover;
 mod reliable_queue;
 mod runtime;
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 
 use crate::convert::{self, Arg, Bytes};
+use crate::handover::{handover, Handover};
 use crate::runtime::{awaitable, block};
 
 type Fut<T> = std::pin::Pin<Box<dyn Future<Output = delayq::Result<T>> + Send + 'static>>;
@@ -24,7 +25,7 @@ pub struct ReliableQueue {
 /// delivered again after the visibility timeout.
 #[pyclass(module = "delayq", frozen)]
 pub struct Delivery {
-    inner: delayq::Delivery,
+    pub(crate) inner: delayq::Delivery,
 }
 
 /// Counts of a reliable queue.
@@ -134,11 +135,12 @@ impl ReliableQueue {
         Ok(boxed(async move { q.reschedule(&id, delay).await }))
     }
 
-    fn receive_fut(&self, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Fut<Option<Delivery>>> {
+    fn receive_fut(
+        &self,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Fut<Option<delayq::Delivery>>> {
         let (timeout, q) = (convert::timeout(timeout)?, self.q());
-        Ok(boxed(async move {
-            Ok(q.receive(timeout).await?.map(|inner| Delivery { inner }))
-        }))
+        Ok(boxed(async move { q.receive(timeout).await }))
     }
 
     fn stats_fut(&self) -> Fut<ReliableStats> {
@@ -241,17 +243,18 @@ impl ReliableQueue {
         py: Python<'_>,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Delivery>> {
-        block(py, self.receive_fut(timeout)?)
+        let received = block(py, self.receive_fut(timeout)?)?;
+        Ok(received.map(|inner| Delivery { inner }))
     }
 
     /// Awaitable `receive`; cancelling it gives the message back untouched.
     #[pyo3(signature = (timeout = None))]
-    fn receive_async<'py>(
+    fn receive_async(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         timeout: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.receive_fut(timeout)?)
+    ) -> PyResult<Handover> {
+        handover(py, self.receive_fut(timeout)?)
     }
 
     /// Counts: delayed, ready, in_flight, dead.

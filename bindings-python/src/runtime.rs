@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 
 use crate::error::to_py;
 
-fn runtime() -> &'static tokio::runtime::Runtime {
+pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
     pyo3_async_runtimes::tokio::get_runtime()
 }
 
