@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 
 use crate::convert::{self, Bytes};
 use crate::handover::{handover, Handover, Value};
-use crate::runtime::{awaitable, block};
+use crate::runtime::{awaitable, block, block_taking};
 
 type Fut<T> = std::pin::Pin<Box<dyn Future<Output = delayq::Result<T>> + Send + 'static>>;
 
@@ -224,7 +224,7 @@ impl DelayedQueue {
     /// returns None when the time passes. Ctrl-C interrupts the wait; nothing is lost.
     #[pyo3(signature = (timeout = None))]
     fn take(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Bytes>> {
-        Ok(block(py, self.take_fut(timeout)?)?.map(|v| Bytes(v.value)))
+        Ok(block_taking(py, self.take_fut(timeout)?)?.map(|v| Bytes(v.value)))
     }
 
     /// Awaitable `take`; cancelling it loses nothing.
@@ -287,7 +287,7 @@ impl TakeIter {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Bytes>> {
-        let taken = block(py, take(self.queue.clone(), self.timeout))?;
+        let taken = block_taking(py, take(self.queue.clone(), self.timeout))?;
         Ok(taken.map(|v| Bytes(v.value)))
     }
 }

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 
 use crate::convert::{self, Arg, Bytes};
 use crate::handover::{handover, Handover};
-use crate::runtime::{awaitable, block};
+use crate::runtime::{awaitable, block, block_taking};
 
 type Fut<T> = std::pin::Pin<Box<dyn Future<Output = delayq::Result<T>> + Send + 'static>>;
 
@@ -243,7 +243,7 @@ impl ReliableQueue {
         py: Python<'_>,
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Option<Delivery>> {
-        let received = block(py, self.receive_fut(timeout)?)?;
+        let received = block_taking(py, self.receive_fut(timeout)?)?;
         Ok(received.map(|inner| Delivery { inner }))
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 
 use crate::error::to_py;
+use crate::handover::Taken;
 
 pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
     pyo3_async_runtimes::tokio::get_runtime()
@@ -30,6 +31,26 @@ where
             Err(_) => py.check_signals()?,
         }
     }
+}
+
+/// `block` for `take` and `receive`: a signal that arrived while the value was on its way
+/// is raised here, with the value given back (raised by Python once the call returned, it
+/// would lose the value).
+pub fn block_taking<T, F>(py: Python<'_>, fut: F) -> PyResult<Option<T>>
+where
+    T: Taken,
+    F: Future<Output = delayq::Result<Option<T>>> + Send,
+{
+    let taken = block(py, fut)?;
+    if taken.is_some() {
+        if let Err(e) = py.check_signals() {
+            if let Some(taken) = taken {
+                py.detach(|| runtime().block_on(Box::new(taken).give_back()));
+            }
+            return Err(e);
+        }
+    }
+    Ok(taken)
 }
 
 /// A Python awaitable for a core future, running on the core's runtime. Cancelling the

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 import time
+
+import pytest
 
 import delayq
 from conftest import RedisServer
@@ -56,3 +59,109 @@ def test_ctrl_c_interrupts_a_take_without_timeout(
         q = client.delayed_queue(name)
         q.offer(b"after ctrl-c", 0)
         assert q.take(5) == b"after ctrl-c"
+
+
+# Each round starts with nothing ready and nothing waiting. The main thread then waits in
+# take/receive; a helper thread sees it blocked in the server, sends SIGINT, and then makes
+# a value ready, so that the value arrives while the signal is pending (or just after the
+# wait was interrupted). Whichever way the round ends (the value returned, or
+# KeyboardInterrupt), the value must be returned or back in the queue.
+_INTERRUPTED_ROUNDS = r"""
+import json, os, signal, sys, threading, time
+import delayq, redis
+
+url, name, kind, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+r = redis.Redis.from_url(url)
+client = delayq.Client(url)
+if kind == "take":
+    q = client.delayed_queue(name)
+    command = "blpop"
+    def wait():
+        return q.take(2)
+    def ready(i):
+        r.rpush(name, str(i))
+    def leftover():
+        return q.poll()
+else:
+    q = client.reliable_queue(name, visibility_timeout=600)
+    command = "xreadgroup"
+    def wait():
+        d = q.receive(2)
+        return None if d is None else (d.ack(), d.payload)[1]
+    def ready(i):
+        q.offer(str(i), 0)
+    def leftover():
+        return wait() if q.stats().ready else None
+
+def blocked():
+    # Idle connections keep the name of their last command: "b" marks a blocked one.
+    return sum(c["cmd"] == command and "b" in c["flags"] for c in r.client_list())
+
+def settle(check):
+    deadline = time.monotonic() + 10
+    while not check():
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+
+def interrupt_then_make_ready(i):
+    settle(lambda: blocked() > 0)
+    os.kill(os.getpid(), signal.SIGINT)
+    ready(i)
+
+got, interrupted = [], 0
+for i in range(rounds):
+    # An interrupted wait may still be blocked in the server (until its timeout), and
+    # take what comes next; then it gives that back.
+    settle(lambda: blocked() == 0)
+    while (value := leftover()) is not None:
+        got.append(value)
+    helper = threading.Thread(target=interrupt_then_make_ready, args=(i,))
+    helper.start()
+    try:
+        value = wait()
+        got.append(value)
+    except KeyboardInterrupt:
+        interrupted += 1
+    helper.join()
+got += iter(leftover, None)
+print(json.dumps({"got": [v.decode() for v in got if v is not None], "interrupted": interrupted}))
+"""
+
+
+@pytest.mark.parametrize("kind", ["take", "receive"])
+def test_ctrl_c_as_a_value_arrives_loses_nothing(
+    url: str, name: str, redis_server: RedisServer, kind: str
+) -> None:
+    rounds = 30
+    out = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_ROUNDS, url, name, kind, str(rounds)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    got = [int(v) for v in result["got"]]
+    print(f"{kind}: {len(got)} returned, {result['interrupted']} interrupted")
+
+    assert len(set(got)) == len(got), f"delivered twice: {sorted(got)}"
+
+    def left() -> str:
+        """What is back in the queue: the values, or (reliable) the counts."""
+        if kind == "take":
+            return redis_server.cli("LRANGE", name, "0", "-1")
+        with delayq.Client(url) as client:
+            return repr(client.reliable_queue(name).stats())
+
+    def nothing_lost() -> bool:
+        if kind == "take":
+            return sorted(got + [int(v) for v in left().split()]) == list(range(rounds))
+        with delayq.Client(url) as client:
+            s = client.reliable_queue(name).stats()
+            return s.in_flight == 0 and len(got) + s.ready == rounds
+
+    # Values given back by an interrupted call may still be on their way back.
+    deadline = time.monotonic() + 10
+    while not nothing_lost() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert nothing_lost(), f"returned {sorted(got)}, left {left()}"
