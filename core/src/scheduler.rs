@@ -270,8 +270,13 @@ async fn subscribe(conn: Connection, channel: String, wake: Arc<Notify>, token: 
                         },
                     }
                 }
+                if token.is_cancelled() {
+                    return;
+                }
                 tracing::info!(%channel, "subscription lost; resubscribing");
             }
+            // A subscription cut short by the handle closing is no failure worth a warning.
+            Err(_) if token.is_cancelled() => return,
             Err(e) => {
                 tracing::warn!(%channel, error = %e, "subscribe failed; retrying");
             }
