@@ -34,28 +34,28 @@ class ClosedException(message: String, cause: Throwable? = null) :
 class ServerException(message: String, cause: Throwable? = null) :
     DelayqException("server", message, cause)
 
-/** The one mapping from the generated error to the public exceptions. */
+/** The generated error as a public exception. */
 internal fun FfiException.toPublic(): DelayqException {
-    val msg = message ?: ""
-    return when (this) {
-        is FfiException.InvalidArgument -> InvalidArgumentException(msg, this)
-        is FfiException.Connection -> ConnectionException(msg, this)
-        is FfiException.Timeout -> TimeoutException(msg, this)
-        is FfiException.WrongType -> WrongTypeException(msg, this)
-        is FfiException.Closed -> ClosedException(msg, this)
-        is FfiException.Server -> ServerException(msg, this)
+    val kind = when (this) {
+        is FfiException.InvalidArgument -> "invalid_argument"
+        is FfiException.Connection -> "connection"
+        is FfiException.Timeout -> "timeout"
+        is FfiException.WrongType -> "wrong_type"
+        is FfiException.Closed -> "closed"
+        is FfiException.Server -> "server"
     }
+    return exceptionOf(kind, message ?: "", this)
 }
 
-/** The exception for an error the native side reported by its [kind] name (see [DelayqException.kind]). */
-internal fun exceptionOf(kind: String, message: String): DelayqException =
+/** The one mapping from an error's [kind] name (see [DelayqException.kind]) to the public exceptions. */
+internal fun exceptionOf(kind: String, message: String, cause: Throwable? = null): DelayqException =
     when (kind) {
-        "invalid_argument" -> InvalidArgumentException(message)
-        "connection" -> ConnectionException(message)
-        "timeout" -> TimeoutException(message)
-        "wrong_type" -> WrongTypeException(message)
-        "closed" -> ClosedException(message)
-        else -> ServerException(message)
+        "invalid_argument" -> InvalidArgumentException(message, cause)
+        "connection" -> ConnectionException(message, cause)
+        "timeout" -> TimeoutException(message, cause)
+        "wrong_type" -> WrongTypeException(message, cause)
+        "closed" -> ClosedException(message, cause)
+        else -> ServerException(message, cause)
     }
 
 /** Runs a call into the native library, rethrowing its errors as [DelayqException]s. */
