@@ -91,7 +91,7 @@ impl Handle {
         self.check_open()?;
         let conn = self.client.inner.conn.clone();
         let dedicated = conn.dedicated().await?;
-        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (tx, rx) = oneshot::channel();
         let give_back = Arc::new(Mutex::new(Some(give_back)));
         let task_give_back = give_back.clone();
         self.client.inner.runtime.spawn(async move {
