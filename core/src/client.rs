@@ -9,6 +9,7 @@ use crate::connection::{ClientOptions, Connection};
 use crate::delayed_queue::DelayedQueue;
 use crate::error::{Error, Result};
 use crate::keys::{DelayedKeys, ReliableKeys};
+use crate::pubsub::Subscriber;
 use crate::reliable_queue::{ReliableQueue, ReliableQueueOptions};
 use crate::scheduler::{self, Job, SchedulerGuard, SchedulerOptions};
 
@@ -34,6 +35,7 @@ pub(crate) struct ClientInner {
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) token: CancellationToken,
     consumer: String,
+    subscriber: Subscriber,
     schedulers: Mutex<HashMap<String, Weak<SchedulerGuard>>>,
 }
 
@@ -58,11 +60,14 @@ impl Client {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("Client::connect must run inside a tokio runtime"))?;
         let conn = Connection::open(opts).await?;
+        let token = CancellationToken::new();
+        let subscriber = Subscriber::spawn(&runtime, conn.clone(), token.clone());
         Ok(Client {
             inner: Arc::new(ClientInner {
                 conn,
                 runtime,
-                token: CancellationToken::new(),
+                token,
+                subscriber,
                 consumer: format!("delayq-{:016x}", rand::random::<u64>()),
                 schedulers: Mutex::new(HashMap::new()),
             }),
@@ -79,6 +84,9 @@ impl Client {
     pub fn delayed_queue_with(&self, name: &str, opts: SchedulerOptions) -> Result<DelayedQueue> {
         self.check_open()?;
         let keys = DelayedKeys::new(name)?;
+        if self.inner.conn.options().is_cluster() {
+            keys.check_one_slot()?;
+        }
         check_scheduler_options(&opts)?;
         let guard = opts
             .enabled
@@ -117,6 +125,7 @@ impl Client {
         let guard = scheduler::spawn(
             &self.inner.runtime,
             self.inner.conn.clone(),
+            &self.inner.subscriber,
             job,
             opts.clone(),
             &self.inner.token,
@@ -144,7 +153,7 @@ impl Client {
     /// its queues with [`Error::Closed`]. Idempotent.
     pub fn close(&self) {
         self.inner.token.cancel();
-        self.inner.conn.clear_pool();
+        self.inner.conn.close();
     }
 
     /// Whether [`Client::close`] was called.

@@ -1,47 +1,135 @@
 //! The one place that talks to redis-rs about connections. Queue code sees a
-//! [`Connection`] and does not care whether it is one server or a cluster.
+//! [`Connection`] and does not care whether it is one server, a Sentinel-managed master
+//! or a cluster.
 //!
-//! - Commands and scripts go over one multiplexed connection that reconnects by itself
-//!   (`ConnectionManager` for one server, `cluster_async::ClusterConnection` for a cluster).
-//! - Blocking commands (`BLPOP`) would stall everything queued behind them on a multiplexed
-//!   connection, so they get dedicated connections from a small pool.
-//! - Pub/sub gets its own connection per subscriber; in a cluster, classic `PUBLISH` reaches
-//!   every node, so any seed node will do.
+//! What production networks do to connections decides the shape of this module (SPEC
+//! section 10): a peer can go silent with the TCP connection still open (no FIN, no RST).
+//! So no connection is trusted to fail by itself:
+//! - Commands and scripts go over one multiplexed connection ([`Reconnecting`]). A reply
+//!   that does not come within the response timeout marks the connection dead; the next
+//!   request opens a fresh one. A request is never sent twice by this layer: its outcome
+//!   is unknown, and the caller gets a `connection` error that says so.
+//! - Blocking commands (`BLPOP`, `XREADGROUP BLOCK`) get dedicated connections; the queue
+//!   code splits long waits into server-side waits of a few seconds, each with a client-side
+//!   deadline (see `handle.rs`).
+//! - Pub/sub has one connection per client, health-checked by PING (`pubsub.rs`).
+//! - Every TCP socket has keepalive probes on, so a peer that vanished is noticed even by
+//!   a connection nobody uses.
+//!
+//! A cluster goes through redis-rs's `cluster_async`, with the same response timeout.
 
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redis::aio::{
-    ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
-};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, Value};
+use redis::io::tcp::{socket2, TcpSettings};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{
+    AsyncConnectionConfig, Cmd, ConnectionAddr, IntoConnectionInfo, Pipeline, RedisError,
+    RedisFuture, Value,
+};
 
 use crate::error::{Error, Result};
+
+/// Certificates for `rediss://` connections. Files are PEM.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// A CA certificate to trust instead of the system's roots (a private CA).
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate, for servers that require one (mutual TLS, `tls-auth-clients`).
+    pub client_cert_file: Option<PathBuf>,
+    /// The client certificate's private key. Required with `client_cert_file`.
+    pub client_key_file: Option<PathBuf>,
+}
+
+impl TlsOptions {
+    fn is_empty(&self) -> bool {
+        self == &TlsOptions::default()
+    }
+
+    /// Reads the files. Errors name the file, never its contents.
+    fn load(&self) -> Result<Option<redis::TlsCertificates>> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let read = |p: &PathBuf, what: &str| {
+            std::fs::read(p).map_err(|e| {
+                Error::invalid(format!("cannot read the TLS {what} {}: {e}", p.display()))
+            })
+        };
+        let root_cert = self
+            .ca_file
+            .as_ref()
+            .map(|p| read(p, "CA file"))
+            .transpose()?;
+        let client_tls = match (&self.client_cert_file, &self.client_key_file) {
+            (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+                client_cert: read(cert, "client certificate")?,
+                client_key: read(key, "client key")?,
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(Error::invalid(
+                    "a TLS client certificate needs its key, and a key its certificate",
+                ))
+            }
+        };
+        Ok(Some(redis::TlsCertificates {
+            client_tls,
+            root_cert,
+        }))
+    }
+}
+
+/// Waits for replicas (and, with `aof`, for the append-only file) after writes that a
+/// caller is told succeeded: offers and acks. See `docs/faults.md` for what it costs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Durability {
+    /// Replicas that must have the write before the call returns (`WAIT n`).
+    pub replicas: u32,
+    /// Also wait until the write is in the append-only file of the master and of
+    /// `replicas` replicas (`WAITAOF`, Redis 7.2+).
+    pub aof: bool,
+    /// How long to wait. A write that is not confirmed in time fails with a `timeout`
+    /// error: it was applied on the master, but may not survive a failover.
+    pub timeout: Duration,
+}
 
 /// How to reach Redis.
 #[derive(Clone)]
 pub struct ClientOptions {
-    /// One URL (`redis://[user:pass@]host:port/db`, `rediss://...`, `redis+unix:///path`),
-    /// or several seed URLs of a Redis Cluster.
+    /// One URL (`redis://[user:pass@]host:port/db`, `rediss://...`, `redis+unix:///path`,
+    /// `redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER_NAME[/db]`), or
+    /// several seed URLs of a Redis Cluster.
     pub urls: Vec<String>,
     /// Treat `urls` as seeds of a Redis Cluster (implied when there is more than one URL).
     pub cluster: bool,
-    /// Time limit for establishing a connection.
+    /// Time limit for establishing a connection (default 5 s).
     pub connect_timeout: Duration,
-    /// Time limit for the reply to a non-blocking command or script.
+    /// Time limit for the reply to a non-blocking command or script (default 5 s). A
+    /// connection whose reply is late is replaced; the call fails with a `connection`
+    /// error, since whether the command ran is unknown.
     pub response_timeout: Duration,
+    /// Certificates for `rediss://` (a private CA, a client certificate).
+    pub tls: TlsOptions,
+    /// Wait for replicas (or the AOF) after offers and acks; off by default.
+    pub durability: Option<Durability>,
 }
 
 impl ClientOptions {
-    /// Options for one URL, with default time limits (5 s to connect, 10 s per reply).
+    /// Options for one URL, with default time limits (5 s to connect, 5 s per reply).
     pub fn new(url: impl Into<String>) -> Self {
         ClientOptions {
             urls: vec![url.into()],
             cluster: false,
             connect_timeout: Duration::from_secs(5),
-            response_timeout: Duration::from_secs(10),
+            response_timeout: Duration::from_secs(5),
+            tls: TlsOptions::default(),
+            durability: None,
         }
     }
 
@@ -57,6 +145,11 @@ impl ClientOptions {
             ..ClientOptions::new("")
         }
     }
+
+    /// Whether these options name a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.cluster || self.urls.len() > 1
+    }
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -67,12 +160,41 @@ impl std::fmt::Debug for ClientOptions {
             .field("cluster", &self.cluster)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
+            .field("tls", &self.tls)
+            .field("durability", &self.durability)
             .finish()
     }
 }
 
-/// A URL with its user name and password replaced by `***`, safe to print.
+/// Query parameters whose values are safe to print; every other value is redacted
+/// (`pass`, `password`, `user`, tokens, and whatever a later redis-rs accepts).
+const HARMLESS_PARAMS: [&str; 3] = ["db", "protocol", "insecure"];
+
+/// A URL with its user name, password and the values of its query parameters (but `db`
+/// and `protocol`) replaced by `***`, safe to print.
 pub fn redact_url(url: &str) -> String {
+    // A Sentinel URL may list several hosts, which `url` cannot parse as one authority:
+    // redact the user-info by hand and let the rest through the same rules.
+    if let Some(rest) = url.strip_prefix("redis+sentinel://") {
+        let (authority, tail) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, ""),
+        };
+        let hosts = match authority.rfind('@') {
+            Some(i) => format!("***@{}", &authority[i + 1..]),
+            None => authority.to_owned(),
+        };
+        let (path, query) = match tail.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (tail, None),
+        };
+        let mut out = format!("redis+sentinel://{hosts}{path}");
+        if let Some(q) = query {
+            out.push('?');
+            out.push_str(&redact_query(q));
+        }
+        return out;
+    }
     match url::Url::parse(url) {
         Ok(mut u) => {
             if !u.username().is_empty() {
@@ -81,21 +203,55 @@ pub fn redact_url(url: &str) -> String {
             if u.password().is_some() {
                 let _ = u.set_password(Some("***"));
             }
+            if let Some(q) = u.query().map(redact_query) {
+                u.set_query(Some(&q));
+            }
+            if u.fragment().is_some() {
+                u.set_fragment(Some("***"));
+            }
             u.to_string()
         }
         Err(_) => "<unparsable url>".to_owned(),
     }
 }
 
+fn redact_query(query: &str) -> String {
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((k, _)) if !HARMLESS_PARAMS.contains(&k) => format!("{k}=***"),
+            Some(_) => pair.to_owned(),
+            None if pair.is_empty() => String::new(),
+            None => "***".to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
 fn check_url(url: &str) -> Result<()> {
+    if url.starts_with("redis+sentinel://") {
+        return Ok(()); // parsed by `parse_sentinel_url`
+    }
     let parsed = url::Url::parse(url)
         .map_err(|e| Error::invalid(format!("bad Redis URL {}: {e}", redact_url(url))))?;
     match parsed.scheme() {
         "redis" | "rediss" | "redis+unix" | "unix" => Ok(()),
         s => Err(Error::invalid(format!(
-            "bad Redis URL scheme {s:?}: use redis://, rediss:// or redis+unix://"
+            "bad Redis URL scheme {s:?}: use redis://, rediss://, redis+unix:// or redis+sentinel://"
         ))),
     }
+}
+
+/// Keepalive probes after 5 s of silence, every 2 s, 3 of them: a vanished peer is
+/// noticed by the kernel within about 11 s even on an idle connection.
+fn tcp_settings() -> TcpSettings {
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(5))
+        .with_interval(Duration::from_secs(2))
+        .with_retries(3);
+    TcpSettings::default()
+        .set_nodelay(true)
+        .set_keepalive(keepalive)
 }
 
 fn install_tls_provider() {
@@ -103,17 +259,323 @@ fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// A node client for `url`, with keepalive and the TLS options.
+fn node_client(url: &str, certs: Option<&redis::TlsCertificates>) -> Result<redis::Client> {
+    let bad = |e: RedisError| Error::invalid(format!("bad Redis URL {}: {e}", redact_url(url)));
+    let info = url
+        .into_connection_info()
+        .map_err(bad)?
+        .set_tcp_settings(tcp_settings());
+    match certs {
+        Some(certs) if url.starts_with("rediss:") => {
+            redis::Client::build_with_tls(info, certs.clone()).map_err(bad)
+        }
+        _ => redis::Client::open(info).map_err(bad),
+    }
+}
+
+/// `redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER_NAME[/db]`.
+struct SentinelUrl {
+    sentinels: Vec<(String, u16)>,
+    master: String,
+    db: i64,
+    username: Option<String>,
+    password: Option<String>,
+}
+
+fn parse_sentinel_url(url: &str) -> Result<SentinelUrl> {
+    let bad = |why: &str| {
+        Error::invalid(format!(
+            "bad Sentinel URL {}: {why} (expected redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER_NAME[/db])",
+            redact_url(url)
+        ))
+    };
+    let rest = url
+        .strip_prefix("redis+sentinel://")
+        .ok_or_else(|| bad("scheme"))?;
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (authority, path) = rest.split_once('/').ok_or_else(|| bad("no master name"))?;
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
+        None => (None, authority),
+    };
+    let decode = |s: &str| {
+        url::form_urlencoded::parse(format!("x={s}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    };
+    let (username, password) = match userinfo {
+        Some(ui) => match ui.split_once(':') {
+            Some((u, p)) => ((!u.is_empty()).then(|| decode(u)), Some(decode(p))),
+            None => ((!ui.is_empty()).then(|| decode(ui)), None),
+        },
+        None => (None, None),
+    };
+    let mut sentinels = Vec::new();
+    for host in hosts.split(',').filter(|h| !h.is_empty()) {
+        let (h, p) = match host.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse::<u16>().map_err(|_| bad("bad port"))?),
+            None => (host, 26379),
+        };
+        sentinels.push((h.trim_matches(['[', ']']).to_owned(), p));
+    }
+    if sentinels.is_empty() {
+        return Err(bad("no Sentinel host"));
+    }
+    let mut parts = path.split('/').filter(|p| !p.is_empty());
+    let master = parts
+        .next()
+        .ok_or_else(|| bad("no master name"))?
+        .to_owned();
+    let db = match parts.next() {
+        Some(d) => d.parse::<i64>().map_err(|_| bad("bad db number"))?,
+        None => 0,
+    };
+    Ok(SentinelUrl {
+        sentinels,
+        master,
+        db,
+        username,
+        password,
+    })
+}
+
+fn sentinel_client(
+    url: &str,
+    certs: Option<&redis::TlsCertificates>,
+) -> Result<tokio::sync::Mutex<SentinelClient>> {
+    let s = parse_sentinel_url(url)?;
+    let bad = |e: RedisError| Error::invalid(format!("bad Sentinel URL {}: {e}", redact_url(url)));
+    let addrs = s
+        .sentinels
+        .iter()
+        .map(|(h, p)| ConnectionAddr::Tcp(h.clone(), *p));
+    let mut b = SentinelClientBuilder::new(addrs, &s.master, SentinelServerType::Master)
+        .map_err(bad)?
+        .set_client_to_redis_db(s.db)
+        .set_client_to_redis_tcp_settings(tcp_settings())
+        .set_client_to_sentinel_tcp_settings(tcp_settings());
+    // The same credentials serve the sentinels and the master, as most deployments
+    // set them (Redis ACLs with `sentinel auth-user`/`requirepass` on both).
+    if let Some(u) = &s.username {
+        b = b
+            .set_client_to_redis_username(u)
+            .set_client_to_sentinel_username(u);
+    }
+    if let Some(p) = &s.password {
+        b = b
+            .set_client_to_redis_password(p)
+            .set_client_to_sentinel_password(p);
+    }
+    if let Some(certs) = certs {
+        b = b.set_client_to_redis_certificates(certs.clone());
+    }
+    Ok(tokio::sync::Mutex::new(b.build().map_err(bad)?))
+}
+
+/// Where new connections go: one server, the current master of a Sentinel group, or
+/// (for pub/sub only) the seed nodes of a cluster, in turn.
+enum Nodes {
+    Single(redis::Client),
+    Sentinel(tokio::sync::Mutex<SentinelClient>),
+    Seeds(Vec<redis::Client>, AtomicUsize),
+}
+
+impl Nodes {
+    /// A client for the node to connect to now. For Sentinel, asks the sentinels which
+    /// node is the master (so a failover is followed at the next connection).
+    async fn client(&self, limit: Duration) -> Result<redis::Client> {
+        match self {
+            Nodes::Single(c) => Ok(c.clone()),
+            Nodes::Sentinel(s) => {
+                let ask = async { s.lock().await.async_get_client().await };
+                with_timeout(limit, "to ask the sentinels for the master", ask).await
+            }
+            Nodes::Seeds(seeds, next) => {
+                let i = next.load(Ordering::Relaxed) % seeds.len();
+                Ok(seeds[i].clone())
+            }
+        }
+    }
+
+    /// After a failed connection: use the next seed next time.
+    fn rotate(&self) {
+        if let Nodes::Seeds(_, next) = self {
+            next.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    async fn multiplexed(
+        &self,
+        limit: Duration,
+        response_timeout: Option<Duration>,
+    ) -> Result<MultiplexedConnection> {
+        let started = tokio::time::Instant::now();
+        let client = self.client(limit).await?;
+        let left = limit.saturating_sub(started.elapsed());
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(left))
+            .set_response_timeout(response_timeout);
+        let r = with_timeout(
+            left,
+            "to connect",
+            client.get_multiplexed_async_connection_with_config(&config),
+        )
+        .await;
+        if r.is_err() {
+            self.rotate();
+        }
+        r
+    }
+
+    async fn pubsub(&self, limit: Duration) -> Result<redis::aio::PubSub> {
+        let started = tokio::time::Instant::now();
+        let client = self.client(limit).await?;
+        let left = limit.saturating_sub(started.elapsed());
+        let r = with_timeout(left, "to connect", client.get_async_pubsub()).await;
+        if r.is_err() {
+            self.rotate();
+        }
+        r
+    }
+}
+
+/// A multiplexed connection that is replaced when it fails or a reply is late. One
+/// request is never sent twice: a request on a connection that failed fails too.
+struct Reconnecting {
+    nodes: Arc<Nodes>,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    state: Mutex<ReconnectState>,
+    /// Held while connecting, so that many callers make one connection.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct ReconnectState {
+    /// Bumped by every connection attempt.
+    generation: u64,
+    conn: Option<MultiplexedConnection>,
+    /// The error of the last attempt, if it failed: callers that waited for that attempt
+    /// get it instead of trying again at once.
+    failed: Option<Error>,
+}
+
+impl Reconnecting {
+    async fn get(&self) -> Result<(u64, MultiplexedConnection)> {
+        let seen = {
+            let s = self.state.lock().expect("connection state");
+            if let Some(c) = &s.conn {
+                return Ok((s.generation, c.clone()));
+            }
+            s.generation
+        };
+        let _one = self.connecting.lock().await;
+        {
+            let s = self.state.lock().expect("connection state");
+            if let Some(c) = &s.conn {
+                return Ok((s.generation, c.clone()));
+            }
+            if s.generation != seen {
+                if let Some(e) = &s.failed {
+                    return Err(e.clone());
+                }
+            }
+        }
+        // No response timeout of redis-rs's own: ours (below) also replaces the connection.
+        let attempt = self.nodes.multiplexed(self.connect_timeout, None).await;
+        let mut s = self.state.lock().expect("connection state");
+        s.generation += 1;
+        match attempt {
+            Ok(c) => {
+                s.conn = Some(c.clone());
+                s.failed = None;
+                Ok((s.generation, c))
+            }
+            Err(e) => {
+                s.failed = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// Forgets the connection of `generation` (if it is still the current one).
+    fn discard(&self, generation: u64) {
+        let mut s = self.state.lock().expect("connection state");
+        if s.generation == generation && s.conn.is_some() {
+            s.conn = None;
+            tracing::info!("Redis connection replaced");
+        }
+    }
+
+    async fn request<T>(
+        &self,
+        send: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>,
+    ) -> redis::RedisResult<T> {
+        let (generation, mut conn) = self.get().await.map_err(to_redis_error)?;
+        match tokio::time::timeout(self.response_timeout, send(&mut conn)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                if connection_is_spent(&e) {
+                    self.discard(generation);
+                }
+                Err(e)
+            }
+            Err(_) => {
+                self.discard(generation);
+                tracing::warn!(limit = ?self.response_timeout, "no reply from Redis in time; connection replaced");
+                Err(reply_lost(self.response_timeout))
+            }
+        }
+    }
+
+    fn close(&self) {
+        self.state.lock().expect("connection state").conn = None;
+    }
+}
+
+/// Whether an error means the connection cannot be used again: it broke, or it now
+/// leads to a node that is no master (after a failover).
+pub(crate) fn connection_is_spent(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+        || matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING"))
+}
+
+/// The error of a request whose reply did not come: the request may have run.
+pub(crate) fn reply_lost(limit: Duration) -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        format!(
+            "no reply from Redis within {limit:?}; the connection was replaced and whether the command ran is unknown"
+        ),
+    ))
+}
+
+fn to_redis_error(e: Error) -> RedisError {
+    let kind = match e.kind() {
+        crate::ErrorKind::Timeout => std::io::ErrorKind::TimedOut,
+        _ => std::io::ErrorKind::NotConnected,
+    };
+    RedisError::from(std::io::Error::new(kind, e.to_string()))
+}
+
 /// The multiplexed command connection.
 #[derive(Clone)]
 enum Commands {
-    Single(ConnectionManager),
+    Single(Arc<Reconnecting>),
     Cluster(ClusterConnection),
 }
 
 impl ConnectionLike for Commands {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Commands::Single(c) => c.req_packed_command(cmd),
+            Commands::Single(r) => {
+                Box::pin(async move { r.request(async |c| c.req_packed_command(cmd).await).await })
+            }
             Commands::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -125,14 +587,17 @@ impl ConnectionLike for Commands {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Commands::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Commands::Single(r) => Box::pin(async move {
+                r.request(async |c| c.req_packed_commands(pipeline, offset, count).await)
+                    .await
+            }),
             Commands::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Commands::Single(c) => c.get_db(),
+            Commands::Single(_) => 0,
             Commands::Cluster(c) => c.get_db(),
         }
     }
@@ -176,10 +641,10 @@ impl ConnectionLike for Dedicated {
 #[derive(Clone)]
 pub(crate) struct Connection {
     commands: Commands,
-    /// Used for pub/sub (any node of a cluster) and for dedicated single-server connections.
-    node: redis::Client,
-    /// For dedicated cluster connections: no response time limit, per attempt or overall
-    /// (a blocking command's reply comes when a value does).
+    /// Where dedicated single-server and pub/sub connections go.
+    nodes: Arc<Nodes>,
+    /// For dedicated cluster connections: no response time limit of redis-rs's own (the
+    /// caller's deadline covers a blocking command).
     cluster: Option<ClusterClient>,
     pool: Arc<Mutex<Vec<Dedicated>>>,
     opts: Arc<ClientOptions>,
@@ -192,52 +657,83 @@ impl Connection {
         if opts.urls.is_empty() || opts.urls.iter().any(|u| u.is_empty()) {
             return Err(Error::invalid("no Redis URL given"));
         }
+        if opts.connect_timeout.is_zero() || opts.response_timeout.is_zero() {
+            return Err(Error::invalid(
+                "connect and response timeouts must be positive",
+            ));
+        }
         for url in &opts.urls {
             check_url(url)?;
             if url.starts_with("rediss:") {
                 install_tls_provider();
             }
         }
-        let node = redis::Client::open(opts.urls[0].as_str()).map_err(|e| {
-            Error::invalid(format!("bad Redis URL {}: {e}", redact_url(&opts.urls[0])))
-        })?;
-        let cluster_mode = opts.cluster || opts.urls.len() > 1;
-        let (commands, cluster) = if cluster_mode {
+        let certs = opts.tls.load()?;
+        let cluster_mode = opts.is_cluster();
+        let sentinel = opts.urls[0].starts_with("redis+sentinel://");
+        if sentinel && (cluster_mode || opts.urls.len() > 1) {
+            return Err(Error::invalid(
+                "a Sentinel URL names one master group; it cannot be a cluster seed",
+            ));
+        }
+        let (commands, nodes, cluster) = if cluster_mode {
             let builder = || {
-                ClusterClient::builder(opts.urls.iter().map(String::as_str))
+                let b = ClusterClient::builder(opts.urls.iter().map(String::as_str))
                     .connection_timeout(opts.connect_timeout)
+                    .tcp_settings(tcp_settings());
+                match &certs {
+                    Some(certs) => b.certs(certs.clone()),
+                    None => b,
+                }
             };
-            let bad = |e: redis::RedisError| Error::invalid(format!("bad cluster options: {e}"));
+            let bad = |e: RedisError| Error::invalid(format!("bad cluster options: {e}"));
             let cluster = builder()
                 .response_timeout(opts.response_timeout)
                 .build()
                 .map_err(bad)?;
-            let blocking = builder()
-                .overall_response_timeout(None)
-                .build()
-                .map_err(bad)?;
-            let conn = with_timeout(opts.connect_timeout, cluster.get_async_connection()).await?;
-            (Commands::Cluster(conn), Some(blocking))
-        } else {
-            let config = ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(opts.connect_timeout))
-                .set_response_timeout(Some(opts.response_timeout))
-                .set_number_of_retries(3)
-                .set_max_delay(Duration::from_secs(1));
+            let blocking = builder().build().map_err(bad)?;
             let conn = with_timeout(
                 opts.connect_timeout,
-                ConnectionManager::new_with_config(node.clone(), config),
+                "to connect to the cluster",
+                cluster.get_async_connection(),
             )
             .await?;
-            (Commands::Single(conn), None)
+            let seeds = opts
+                .urls
+                .iter()
+                .map(|u| node_client(u, certs.as_ref()))
+                .collect::<Result<Vec<_>>>()?;
+            let nodes = Arc::new(Nodes::Seeds(seeds, AtomicUsize::new(0)));
+            (Commands::Cluster(conn), nodes, Some(blocking))
+        } else {
+            let nodes = Arc::new(if sentinel {
+                Nodes::Sentinel(sentinel_client(&opts.urls[0], certs.as_ref())?)
+            } else {
+                Nodes::Single(node_client(&opts.urls[0], certs.as_ref())?)
+            });
+            let commands = Arc::new(Reconnecting {
+                nodes: nodes.clone(),
+                connect_timeout: opts.connect_timeout,
+                response_timeout: opts.response_timeout,
+                state: Mutex::new(ReconnectState::default()),
+                connecting: tokio::sync::Mutex::new(()),
+            });
+            // Connect now, so that a wrong URL or password fails `connect`.
+            commands.get().await?;
+            (Commands::Single(commands), nodes, None)
         };
         Ok(Connection {
             commands,
-            node,
+            nodes,
             cluster,
             pool: Arc::new(Mutex::new(Vec::new())),
             opts: Arc::new(opts),
         })
+    }
+
+    /// The options this connection was opened with.
+    pub(crate) fn options(&self) -> &ClientOptions {
+        &self.opts
     }
 
     /// A handle on the multiplexed connection, for commands and scripts.
@@ -245,33 +741,27 @@ impl Connection {
         self.commands.clone()
     }
 
-    /// A pub/sub connection (a new one each call).
+    /// A new pub/sub connection.
     pub(crate) async fn pubsub(&self) -> Result<redis::aio::PubSub> {
-        with_timeout(self.opts.connect_timeout, self.node.get_async_pubsub()).await
+        self.nodes.pubsub(self.opts.connect_timeout).await
     }
 
-    /// A connection for one blocking command: from the pool, or new.
-    pub(crate) async fn dedicated(&self) -> Result<Dedicated> {
+    /// A connection for one blocking command: from the pool, or new (connecting within
+    /// `limit` at most).
+    pub(crate) async fn dedicated(&self, limit: Duration) -> Result<Dedicated> {
         if let Some(c) = self.pool.lock().expect("pool lock").pop() {
             return Ok(c);
         }
+        let limit = limit.min(self.opts.connect_timeout);
         match &self.cluster {
             Some(cluster) => {
                 let conn =
-                    with_timeout(self.opts.connect_timeout, cluster.get_async_connection()).await?;
+                    with_timeout(limit, "to connect", cluster.get_async_connection()).await?;
                 Ok(Dedicated::Cluster(conn))
             }
-            None => {
-                // No response timeout: the reply to BLPOP comes when a value does.
-                let config = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(self.opts.connect_timeout))
-                    .set_response_timeout(None);
-                let conn = self
-                    .node
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await?;
-                Ok(Dedicated::Single(conn))
-            }
+            None => Ok(Dedicated::Single(
+                self.nodes.multiplexed(limit, None).await?,
+            )),
         }
     }
 
@@ -283,20 +773,24 @@ impl Connection {
         }
     }
 
-    /// Drops every pooled connection (on close).
-    pub(crate) fn clear_pool(&self) {
+    /// Drops every connection this handle holds (on close).
+    pub(crate) fn close(&self) {
         self.pool.lock().expect("pool lock").clear();
+        if let Commands::Single(r) = &self.commands {
+            r.close();
+        }
     }
 }
 
-async fn with_timeout<T>(
+async fn with_timeout<T, E: Into<Error>>(
     limit: Duration,
-    fut: impl std::future::Future<Output = redis::RedisResult<T>>,
+    what: &str,
+    fut: impl std::future::Future<Output = std::result::Result<T, E>>,
 ) -> Result<T> {
     match tokio::time::timeout(limit, fut).await {
-        Ok(r) => Ok(r?),
+        Ok(r) => r.map_err(Into::into),
         Err(_) => Err(Error::Timeout(format!(
-            "no connection to Redis within {limit:?}"
+            "no answer from Redis within {limit:?} {what}"
         ))),
     }
 }
@@ -311,5 +805,56 @@ mod tests {
         assert!(!r.contains("s3cret") && !r.contains("alice"), "{r}");
         let opts = ClientOptions::new("redis://:pw123@h:1");
         assert!(!format!("{opts:?}").contains("pw123"));
+    }
+
+    #[test]
+    fn redaction_covers_every_credential_form() {
+        for (url, secret) in [
+            ("redis://:pw1@h:1/0", "pw1"),
+            ("redis://user2:pw2@h:1", "pw2"),
+            ("redis://user3@h:1", "user3"),
+            ("rediss://u:pw4@h:1/0?protocol=resp3", "pw4"),
+            ("redis+unix:///tmp/r.sock?pass=pw5", "pw5"),
+            ("redis+unix:///tmp/r.sock?db=1&pass=pw6&user=user6", "pw6"),
+            ("redis+unix:///tmp/r.sock?db=1&pass=pw6&user=user6", "user6"),
+            ("unix:///tmp/r.sock?password=pw7", "pw7"),
+            ("redis://h:1/?password=pw8", "pw8"),
+            (
+                "redis+sentinel://u9:pw9@h1:26379,h2:26380/mymaster/2",
+                "pw9",
+            ),
+            ("redis+sentinel://u9:pw9@h1:26379,h2:26380/mymaster/2", "u9"),
+            ("redis+sentinel://:pw10@h1:1/m?token=t10", "t10"),
+            ("redis://h:1/#frag11", "frag11"),
+        ] {
+            let r = redact_url(url);
+            assert!(!r.contains(secret), "{url} -> {r}");
+        }
+        assert_eq!(
+            redact_url("redis+unix:///tmp/r.sock?db=1&pass=x"),
+            "redis+unix:///tmp/r.sock?db=1&pass=***"
+        );
+        assert_eq!(
+            redact_url("redis+sentinel://u:p@h1:1,h2:2/m/3"),
+            "redis+sentinel://***@h1:1,h2:2/m/3"
+        );
+    }
+
+    #[test]
+    fn sentinel_urls_parse() {
+        let s = parse_sentinel_url("redis+sentinel://u:p%40ss@h1:1,h2:2/mymaster/3").unwrap();
+        assert_eq!(s.sentinels, vec![("h1".into(), 1), ("h2".into(), 2)]);
+        assert_eq!(s.master, "mymaster");
+        assert_eq!(s.db, 3);
+        assert_eq!(s.username.as_deref(), Some("u"));
+        assert_eq!(s.password.as_deref(), Some("p@ss"));
+        let s = parse_sentinel_url("redis+sentinel://h1/m").unwrap();
+        assert_eq!(s.sentinels, vec![("h1".into(), 26379)]);
+        assert!(parse_sentinel_url("redis+sentinel://h1:1").is_err());
+        assert!(parse_sentinel_url("redis+sentinel:///m").is_err());
+        let Err(err) = parse_sentinel_url("redis+sentinel://u:secret@h1:x/m") else {
+            panic!("a bad port is refused")
+        };
+        assert!(!err.to_string().contains("secret"), "{err}");
     }
 }

@@ -70,6 +70,13 @@ impl QueueInner {
         for (value, delay_ms) in entries {
             call.arg(delay_ms).arg(&codec::random_id()[..]).arg(value);
         }
+        // A cluster client resends a request after an I/O error; the token makes a second
+        // run of this call return the first run's due times (SPEC section 10).
+        if self.handle.client.inner.conn.options().is_cluster() {
+            let token = hex_token();
+            call.key(format!("{}:{token}", self.keys.offer_token_prefix))
+                .arg(token);
+        }
         let due: Vec<i64> = call.invoke_async(&mut self.handle.commands()).await?;
         if due.len() != count {
             return Err(Error::Server(format!(
@@ -264,12 +271,9 @@ impl DelayedQueue {
     /// value, the value is pushed back to the head of the destination, not lost.
     pub async fn take(&self, timeout: Option<Duration>) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
-        let secs = match timeout {
-            Some(t) if t.is_zero() => return self.poll().await,
-            // BLPOP takes seconds with millisecond resolution; 0 would mean forever.
-            Some(t) => format!("{:.3}", t.as_secs_f64().max(0.001)),
-            None => "0".to_owned(),
-        };
+        if timeout.is_some_and(|t| t.is_zero()) {
+            return self.poll().await;
+        }
         let (dest, dest_back) = (
             self.inner.keys.destination.clone(),
             self.inner.keys.destination.clone(),
@@ -279,10 +283,16 @@ impl DelayedQueue {
             .handle
             .blocking(
                 "take",
-                move |mut conn| async move {
-                    let reply: redis::RedisResult<Option<(Vec<u8>, Vec<u8>)>> =
-                        redis::cmd("BLPOP").arg(&dest).arg(&secs).query_async(&mut conn).await;
-                    (conn, reply.map(|r| r.map(|(_, value)| value)).map_err(Into::into))
+                timeout,
+                move |mut conn, wait| {
+                    let dest = dest.clone();
+                    async move {
+                        // BLPOP takes seconds with millisecond resolution.
+                        let secs = format!("{:.3}", wait.as_secs_f64().max(0.001));
+                        let reply: redis::RedisResult<Option<(Vec<u8>, Vec<u8>)>> =
+                            redis::cmd("BLPOP").arg(&dest).arg(&secs).query_async(&mut conn).await;
+                        (conn, reply.map(|r| r.map(|(_, value)| value)).map_err(Into::into))
+                    }
                 },
                 move |value| async move {
                     if let Err(e) = give_back_to(&mut commands, &dest_back, &value).await {
@@ -330,6 +340,15 @@ impl DelayedQueue {
     pub fn close(&self) {
         self.inner.handle.close();
     }
+}
+
+/// A random token naming one offer call.
+fn hex_token() -> String {
+    format!(
+        "{:016x}{:016x}",
+        rand::random::<u64>(),
+        rand::random::<u64>()
+    )
 }
 
 /// Pushes a taken value back to the head of `destination`, where it was.

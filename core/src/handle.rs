@@ -3,14 +3,16 @@
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Client;
-use crate::connection::Dedicated;
-use crate::error::{Error, Result};
+use crate::connection::{Connection, Dedicated};
+use crate::error::{Error, ErrorKind, Result};
 use crate::scheduler::SchedulerGuard;
 
 pub(crate) struct Handle {
@@ -75,30 +77,43 @@ impl Handle {
     /// instant: while the command runs (the task finds nobody to send the value to), and
     /// after it sent the value but before the caller's future was polled again (the
     /// receiving end, dropped, finds the value in the channel).
+    ///
+    /// `op(conn, wait)` runs one blocking command that waits at most `wait` on the server.
+    /// A long wait (or `None`: forever) is split into waits of at most [`WAIT_CHUNK`],
+    /// each with a client-side deadline [`REPLY_MARGIN`] past its server-side one: a
+    /// connection whose reply is later than that is taken for dead (a silent partition)
+    /// and the wait goes on over a fresh one. Connection errors are retried the same way
+    /// while time is left. So the call returns within `timeout` plus about
+    /// `REPLY_MARGIN`, whatever the network does, and a wait with no timeout notices a
+    /// dead connection within `WAIT_CHUNK + REPLY_MARGIN`.
     pub(crate) async fn blocking<T, Op, OpFut, Back, BackFut>(
         &self,
         what: &'static str,
+        timeout: Option<Duration>,
         op: Op,
         give_back: Back,
     ) -> Result<Option<T>>
     where
         T: Send + 'static,
-        Op: FnOnce(Dedicated) -> OpFut + Send + 'static,
+        Op: Fn(Dedicated, Duration) -> OpFut + Send + 'static,
         OpFut: Future<Output = (Dedicated, Result<Option<T>>)> + Send + 'static,
         Back: FnOnce(T) -> BackFut + Send + 'static,
         BackFut: Future<Output = ()> + Send + 'static,
     {
         self.check_open()?;
+        let deadline = timeout.map(|t| Instant::now() + t);
         let conn = self.client.inner.conn.clone();
-        let dedicated = conn.dedicated().await?;
+        // The first connection is had here, so that a dead server fails the call at once.
+        let first = conn
+            .dedicated(timeout.map_or(Duration::MAX, |t| t + REPLY_MARGIN))
+            .await?;
         let (tx, rx) = oneshot::channel();
         let give_back = Arc::new(Mutex::new(Some(give_back)));
         let task_give_back = give_back.clone();
+        let token = self.token.clone();
         self.client.inner.runtime.spawn(async move {
-            let (dedicated, reply) = op(dedicated).await;
-            if reply.is_ok() {
-                conn.release(dedicated);
-            }
+            let mut tx = tx;
+            let reply = wait_in_chunks(what, &conn, first, deadline, op, &mut tx, &token).await;
             if let Err(Ok(Some(value))) = tx.send(reply) {
                 // Nobody waits any more: hand the value back.
                 if let Some(back) = take_once(&task_give_back) {
@@ -122,6 +137,103 @@ impl Handle {
             }
         }
     }
+}
+
+/// The longest server-side wait of one blocking command.
+pub(crate) const WAIT_CHUNK: Duration = Duration::from_secs(5);
+/// How late past its server-side wait a blocking reply may be before its connection is
+/// taken for dead.
+pub(crate) const REPLY_MARGIN: Duration = Duration::from_secs(2);
+
+/// The loop of [`Handle::blocking`]'s task: blocking commands of at most [`WAIT_CHUNK`]
+/// until one has a value, the deadline passes, the caller is gone or the handle closes.
+async fn wait_in_chunks<T, Op, OpFut>(
+    what: &'static str,
+    conn: &Connection,
+    first: Dedicated,
+    deadline: Option<Instant>,
+    op: Op,
+    tx: &mut oneshot::Sender<Result<Option<T>>>,
+    token: &CancellationToken,
+) -> Result<Option<T>>
+where
+    Op: Fn(Dedicated, Duration) -> OpFut,
+    OpFut: Future<Output = (Dedicated, Result<Option<T>>)>,
+{
+    let mut current = Some(first);
+    let mut last_error: Option<Error> = None;
+    let mut pause = Duration::from_millis(50);
+    let mut attempted = false;
+    loop {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if attempted && left == Some(Duration::ZERO) {
+            return match last_error {
+                Some(e) => Err(e),
+                None => Ok(None),
+            };
+        }
+        // Nobody to hand a value to: stop before starting another wait.
+        if tx.is_closed() || token.is_cancelled() {
+            return Ok(None);
+        }
+        attempted = true;
+        // At least 1 ms: a zero wait means "forever" to BLPOP and XREADGROUP.
+        let wait = left
+            .map_or(WAIT_CHUNK, |l| l.min(WAIT_CHUNK))
+            .max(Duration::from_millis(1));
+        let dedicated = match current.take() {
+            Some(c) => c,
+            None => match conn.dedicated(wait + REPLY_MARGIN).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(what, error = %e, "no connection for a blocking wait; retrying");
+                    last_error = Some(e);
+                    sleep_within(&mut pause, deadline).await;
+                    continue;
+                }
+            },
+        };
+        match tokio::time::timeout(wait + REPLY_MARGIN, op(dedicated, wait)).await {
+            Ok((dedicated, Ok(Some(value)))) => {
+                conn.release(dedicated);
+                return Ok(Some(value));
+            }
+            Ok((dedicated, Ok(None))) => {
+                last_error = None;
+                pause = Duration::from_millis(50);
+                current = Some(dedicated);
+            }
+            Ok((_, Err(e))) if e.kind() == ErrorKind::Connection => {
+                tracing::debug!(what, error = %e, "a blocking wait failed; waiting again on a new connection");
+                last_error = Some(e);
+                sleep_within(&mut pause, deadline).await;
+            }
+            Ok((dedicated, Err(e))) => {
+                conn.release(dedicated);
+                return Err(e);
+            }
+            Err(_) => {
+                tracing::warn!(
+                    what,
+                    "no reply to a blocking wait within {:?} of its end; connection replaced",
+                    REPLY_MARGIN
+                );
+                last_error = Some(Error::Connection(format!(
+                    "no reply to the blocking {what} within {REPLY_MARGIN:?} of its end; the connection was replaced"
+                )));
+            }
+        }
+    }
+}
+
+/// Sleeps for the back-off (doubling it, up to 1 s), but not past the deadline.
+async fn sleep_within(pause: &mut Duration, deadline: Option<Instant>) {
+    let mut d = *pause;
+    if let Some(deadline) = deadline {
+        d = d.min(deadline.saturating_duration_since(Instant::now()));
+    }
+    tokio::time::sleep(d).await;
+    *pause = (*pause * 2).min(Duration::from_secs(1));
 }
 
 fn take_once<B>(slot: &Mutex<Option<B>>) -> Option<B> {

@@ -16,6 +16,9 @@ pub struct DelayedKeys {
     pub channel: String,
     /// `delayq_corrupt:{N}`: entries that could not be decoded, moved aside.
     pub corrupt_list: String,
+    /// `delayq_offer:{N}`: the prefix of the short-lived keys that make a resent offer
+    /// call (cluster mode) return the first run's result.
+    pub offer_token_prefix: String,
 }
 
 /// Redisson's rule: `prefix:{N}`, unless `N` already has a `{`, then `prefix:N`.
@@ -38,7 +41,42 @@ pub fn validate_queue_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The part of a key that Redis Cluster hashes: the hash tag (the text between the first
+/// `{` and the first `}` after it, when not empty), else the whole key.
+pub fn hash_tag(key: &str) -> &str {
+    if let Some(open) = key.find('{') {
+        if let Some(len) = key[open + 1..].find('}') {
+            if len > 0 {
+                return &key[open + 1..open + 1 + len];
+            }
+        }
+    }
+    key
+}
+
 impl DelayedKeys {
+    /// Checks that every key of the queue hashes to one cluster slot, as its scripts need.
+    /// Redisson's naming splits names such as `a}b`, `{x`, `x{}y` or `a{b` over slots
+    /// (`N` is hashed whole, `prefix:{N}` by its tag); a name with braces must hold a
+    /// non-empty hash tag, `{tag}`, and a name without `{` must not hold `}`.
+    pub fn check_one_slot(&self) -> Result<()> {
+        let tag = hash_tag(&self.destination);
+        let keys = [
+            &self.timeout_set,
+            &self.queue_list,
+            &self.channel,
+            &self.corrupt_list,
+        ];
+        if keys.iter().all(|k| hash_tag(k) == tag) {
+            return Ok(());
+        }
+        Err(Error::invalid(format!(
+            "queue name {:?} would put the queue's keys in different cluster slots: \
+             in cluster mode a name must hold no braces, or a non-empty hash tag such as {{tag}}",
+            self.destination
+        )))
+    }
+
     /// The keys for the queue named `name` (validated).
     pub fn new(name: &str) -> Result<Self> {
         validate_queue_name(name)?;
@@ -48,6 +86,7 @@ impl DelayedKeys {
             queue_list: prefixed("redisson_delay_queue", name),
             channel: prefixed("redisson_delay_queue_channel", name),
             corrupt_list: prefixed("delayq_corrupt", name),
+            offer_token_prefix: prefixed("delayq_offer", name),
         })
     }
 }
@@ -122,5 +161,17 @@ mod tests {
         let k = DelayedKeys::new("{a}b").unwrap();
         assert_eq!(k.timeout_set, "redisson_delay_queue_timeout:{a}b");
         assert!(DelayedKeys::new("").is_err());
+    }
+
+    #[test]
+    fn names_that_split_slots_are_refused() {
+        for bad in ["a}b", "{x", "x{}y", "a{b", "}", "{}", "a{}b}c"] {
+            let k = DelayedKeys::new(bad).unwrap();
+            assert!(k.check_one_slot().is_err(), "{bad}");
+        }
+        for good in ["orders", "{a}b", "x{tag}y", "a-b.c:d", "{a}}"] {
+            let k = DelayedKeys::new(good).unwrap();
+            assert!(k.check_one_slot().is_ok(), "{good}");
+        }
     }
 }

@@ -25,12 +25,13 @@ mod delayed_queue;
 mod error;
 mod handle;
 pub mod keys;
+mod pubsub;
 mod reliable_queue;
 mod scheduler;
 mod scripts;
 
 pub use client::Client;
-pub use connection::{redact_url, ClientOptions};
+pub use connection::{redact_url, ClientOptions, Durability, TlsOptions};
 pub use delayed_queue::{DelayedQueue, DelayedStats};
 pub use error::{Error, ErrorKind, Result};
 pub use reliable_queue::{

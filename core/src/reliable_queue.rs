@@ -416,25 +416,25 @@ impl ReliableQueue {
     /// message, the message is given back at once (not counted as an attempt).
     pub async fn receive(&self, timeout: Option<Duration>) -> Result<Option<Delivery>> {
         self.check_open()?;
-        let block_ms = match timeout {
-            // XREADGROUP's BLOCK 0 waits forever; 1 ms is the shortest real wait.
-            Some(t) => t.as_millis().clamp(1, u64::MAX as u128) as u64,
-            None => 0,
-        };
         let queue = self.clone();
         self.inner
             .handle
             .blocking(
                 "receive",
-                move |mut conn| async move {
-                    let mut reply = read_group(&mut conn, &queue, block_ms).await;
-                    if matches!(&reply, Err(e) if e.to_string().contains("NOGROUP")) {
-                        reply = match create_group(&mut conn, &queue.inner.keys.ready).await {
-                            Ok(()) => read_group(&mut conn, &queue, block_ms).await,
-                            Err(e) => Err(e),
-                        };
+                timeout,
+                move |mut conn, wait| {
+                    let queue = queue.clone();
+                    async move {
+                        let block_ms = wait.as_millis().clamp(1, u64::MAX as u128) as u64;
+                        let mut reply = read_group(&mut conn, &queue, block_ms).await;
+                        if matches!(&reply, Err(e) if e.to_string().contains("NOGROUP")) {
+                            reply = match create_group(&mut conn, &queue.inner.keys.ready).await {
+                                Ok(()) => read_group(&mut conn, &queue, block_ms).await,
+                                Err(e) => Err(e),
+                            };
+                        }
+                        (conn, reply)
                     }
-                    (conn, reply)
                 },
                 |delivery: Delivery| async move {
                     if let Err(e) = delivery.release().await {

@@ -2,21 +2,23 @@
 //!
 //! One task per queue and process, shared by every handle on that queue. It wakes for
 //! three reasons, all visible in one `select!`: a due time published on the queue's
-//! channel, a timer set to the earliest due time, and a periodic reconcile that bounds the
-//! damage of a lost pub/sub message or subscription. Errors are logged and retried with
+//! channel (through the client's shared subscriber, `pubsub.rs`), a timer set to the
+//! earliest due time, and a periodic reconcile that bounds the damage of a lost pub/sub
+//! message or subscription. Each pass runs over the client's command connection, whose
+//! response timeout replaces a silent connection, so a pass never hangs. Errors are logged and retried with
 //! back-off; the task ends only when its last handle is closed or dropped.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{FutureExt, StreamExt};
+use futures_util::FutureExt;
 use redis::aio::ConnectionLike;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::keys::{DelayedKeys, ReliableKeys};
+use crate::pubsub::{Subscriber, Subscription};
 use crate::scripts;
 
 /// Options of a queue handle's transfer task.
@@ -176,19 +178,14 @@ impl Backoff {
 pub(crate) fn spawn(
     runtime: &tokio::runtime::Handle,
     conn: Connection,
+    subscriber: &Subscriber,
     job: Job,
     opts: SchedulerOptions,
     parent: &CancellationToken,
 ) -> Arc<SchedulerGuard> {
     let token = parent.child_token();
-    let wake = Arc::new(Notify::new());
-    runtime.spawn(subscribe(
-        conn.clone(),
-        job.channel().to_owned(),
-        wake.clone(),
-        token.clone(),
-    ));
-    runtime.spawn(run(conn, job, opts, wake, token.clone()));
+    let subscription = subscriber.subscribe(job.channel());
+    runtime.spawn(run(conn, job, opts, subscription, token.clone()));
     Arc::new(SchedulerGuard { token })
 }
 
@@ -196,9 +193,10 @@ async fn run(
     conn: Connection,
     job: Job,
     opts: SchedulerOptions,
-    wake: Arc<Notify>,
+    subscription: Subscription,
     token: CancellationToken,
 ) {
+    let wake = subscription.notify().clone();
     let mut commands = conn.commands();
     let mut backoff = Backoff::new();
     tracing::debug!(queue = %job.name(), "transfer task started");
@@ -238,52 +236,6 @@ async fn run(
             _ = tokio::time::sleep(pause) => {}
         }
     }
+    drop(subscription);
     tracing::debug!(queue = %job.name(), "transfer task stopped");
-}
-
-/// Keeps a subscription to the queue's channel alive, resubscribing after every
-/// disconnect, and wakes the transfer task on each message (and after each resubscribe,
-/// since messages may have been missed meanwhile).
-async fn subscribe(conn: Connection, channel: String, wake: Arc<Notify>, token: CancellationToken) {
-    let mut backoff = Backoff::new();
-    loop {
-        let attempt = async {
-            let mut pubsub = conn.pubsub().await?;
-            pubsub.subscribe(&channel).await?;
-            Ok::<_, crate::Error>(pubsub)
-        };
-        let pubsub = tokio::select! {
-            _ = token.cancelled() => return,
-            r = attempt => r,
-        };
-        match pubsub {
-            Ok(mut pubsub) => {
-                backoff.reset();
-                wake.notify_one();
-                let mut messages = pubsub.on_message();
-                loop {
-                    tokio::select! {
-                        _ = token.cancelled() => return,
-                        msg = messages.next() => match msg {
-                            Some(_) => wake.notify_one(),
-                            None => break,
-                        },
-                    }
-                }
-                if token.is_cancelled() {
-                    return;
-                }
-                tracing::info!(%channel, "subscription lost; resubscribing");
-            }
-            // A subscription cut short by the handle closing is no failure worth a warning.
-            Err(_) if token.is_cancelled() => return,
-            Err(e) => {
-                tracing::warn!(%channel, error = %e, "subscribe failed; retrying");
-            }
-        }
-        tokio::select! {
-            _ = token.cancelled() => return,
-            _ = tokio::time::sleep(backoff.next()) => {}
-        }
-    }
 }

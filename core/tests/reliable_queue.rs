@@ -651,7 +651,11 @@ async fn nothing_is_lost_across_a_redis_restart() {
     tokio::time::sleep(Duration::from_millis(1000)).await;
     server.restart();
     let delivered = consumer.await.unwrap();
-    assert_eq!(delivered.len(), n, "every message delivered after the restart");
+    assert_eq!(
+        delivered.len(),
+        n,
+        "every message delivered after the restart"
+    );
     let stats = q.stats().await.unwrap();
     assert_eq!(
         stats.delayed + stats.ready + stats.in_flight + stats.dead,
