@@ -26,11 +26,12 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::io::tcp::{socket2, TcpSettings};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
-    AsyncConnectionConfig, Cmd, ConnectionAddr, IntoConnectionInfo, Pipeline, RedisError,
-    RedisFuture, Value,
+    AsyncConnectionConfig, Cmd, ConnectionAddr, FromRedisValue, IntoConnectionInfo, Pipeline,
+    RedisError, RedisFuture, ScriptInvocation, Value,
 };
 
 use crate::error::{Error, Result};
@@ -513,8 +514,17 @@ impl Reconnecting {
         &self,
         send: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>,
     ) -> redis::RedisResult<T> {
+        self.request_within(self.response_timeout, send).await
+    }
+
+    /// A request whose reply may take up to `limit` (a `WAIT` after a write).
+    async fn request_within<T>(
+        &self,
+        limit: Duration,
+        send: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>,
+    ) -> redis::RedisResult<T> {
         let (generation, mut conn) = self.get().await.map_err(to_redis_error)?;
-        match tokio::time::timeout(self.response_timeout, send(&mut conn)).await {
+        match tokio::time::timeout(limit, send(&mut conn)).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
                 if connection_is_spent(&e) {
@@ -524,8 +534,8 @@ impl Reconnecting {
             }
             Err(_) => {
                 self.discard(generation);
-                tracing::warn!(limit = ?self.response_timeout, "no reply from Redis in time; connection replaced");
-                Err(reply_lost(self.response_timeout))
+                tracing::warn!(?limit, "no reply from Redis in time; connection replaced");
+                Err(reply_lost(limit))
             }
         }
     }
@@ -741,6 +751,49 @@ impl Connection {
         self.commands.clone()
     }
 
+    /// Runs a script that writes what a caller will be told is stored (an offer, an ack)
+    /// and, with the durability option, waits on the same connection for replicas (`WAIT`)
+    /// or the append-only file (`WAITAOF`). `key` is one of the script's keys (it routes
+    /// the wait to the right master in a cluster).
+    pub(crate) async fn write<T: FromRedisValue + Send>(
+        &self,
+        call: &ScriptInvocation<'_>,
+        key: &str,
+    ) -> Result<T> {
+        let Some(d) = self.opts.durability.clone() else {
+            return Ok(call.invoke_async(&mut self.commands()).await?);
+        };
+        let wait = durability_command(&d);
+        let limit = self.opts.response_timeout + d.timeout;
+        let (value, confirmed) = match &self.commands {
+            Commands::Single(r) => {
+                r.request_within(limit, async |c| {
+                    let value: T = call.invoke_async(c).await?;
+                    let confirmed: Value = wait.query_async(c).await?;
+                    Ok((value, confirmed))
+                })
+                .await?
+            }
+            Commands::Cluster(c) => {
+                let mut c = c.clone();
+                let value: T = call.invoke_async(&mut c).await?;
+                let route = Route::new(crate::keys::cluster_slot(key), SlotAddr::Master);
+                let confirmed = tokio::time::timeout(
+                    limit,
+                    c.route_command(
+                        wait,
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                    ),
+                )
+                .await
+                .map_err(|_| reply_lost(limit))??;
+                (value, confirmed)
+            }
+        };
+        check_confirmed(&d, confirmed)?;
+        Ok(value)
+    }
+
     /// A new pub/sub connection.
     pub(crate) async fn pubsub(&self) -> Result<redis::aio::PubSub> {
         self.nodes.pubsub(self.opts.connect_timeout).await
@@ -780,6 +833,46 @@ impl Connection {
             r.close();
         }
     }
+}
+
+/// `WAIT replicas timeout`, or `WAITAOF 1 replicas timeout` with `aof`.
+fn durability_command(d: &Durability) -> Cmd {
+    let ms = d.timeout.as_millis().max(1) as u64;
+    if d.aof {
+        let mut c = redis::cmd("WAITAOF");
+        c.arg(1).arg(d.replicas).arg(ms);
+        c
+    } else {
+        let mut c = redis::cmd("WAIT");
+        c.arg(d.replicas).arg(ms);
+        c
+    }
+}
+
+/// Fails a write that fewer replicas (or no fsync) confirmed than asked.
+fn check_confirmed(d: &Durability, reply: Value) -> Result<()> {
+    let (local, replicas) = match reply {
+        Value::Int(n) => (1, n),
+        Value::Array(v) if v.len() == 2 => match (&v[0], &v[1]) {
+            (Value::Int(l), Value::Int(r)) => (*l, *r),
+            _ => (0, 0),
+        },
+        other => {
+            return Err(Error::Server(format!(
+                "unexpected reply to WAIT: {other:?}"
+            )))
+        }
+    };
+    if local < 1 || replicas < i64::from(d.replicas) {
+        return Err(Error::Timeout(format!(
+            "the write was applied on the master, but {} within {:?} (asked: {} replica(s){}); it may not survive a failover",
+            if local < 1 { "the append-only file was not synced".to_owned() } else { format!("only {replicas} replica(s) confirmed it") },
+            d.timeout,
+            d.replicas,
+            if d.aof { " and the AOF" } else { "" },
+        )));
+    }
+    Ok(())
 }
 
 async fn with_timeout<T, E: Into<Error>>(

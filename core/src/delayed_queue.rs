@@ -77,7 +77,13 @@ impl QueueInner {
             call.key(format!("{}:{token}", self.keys.offer_token_prefix))
                 .arg(token);
         }
-        let due: Vec<i64> = call.invoke_async(&mut self.handle.commands()).await?;
+        let due: Vec<i64> = self
+            .handle
+            .client
+            .inner
+            .conn
+            .write(&call, &self.keys.timeout_set)
+            .await?;
         if due.len() != count {
             return Err(Error::Server(format!(
                 "the offer script returned {} due times for {count} entries",

@@ -54,6 +54,22 @@ pub fn hash_tag(key: &str) -> &str {
     key
 }
 
+/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag, mod 16384.
+pub fn cluster_slot(key: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in hash_tag(key).as_bytes() {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
 impl DelayedKeys {
     /// Checks that every key of the queue hashes to one cluster slot, as its scripts need.
     /// Redisson's naming splits names such as `a}b`, `{x`, `x{}y` or `a{b` over slots
@@ -161,6 +177,14 @@ mod tests {
         let k = DelayedKeys::new("{a}b").unwrap();
         assert_eq!(k.timeout_set, "redisson_delay_queue_timeout:{a}b");
         assert!(DelayedKeys::new("").is_err());
+    }
+
+    #[test]
+    fn slots_match_redis() {
+        // CLUSTER KEYSLOT on Redis 7.
+        assert_eq!(cluster_slot("foo"), 12182);
+        assert_eq!(cluster_slot("{user1000}.following"), 3443);
+        assert_eq!(cluster_slot("123456789"), 0x31C3);
     }
 
     #[test]

@@ -370,7 +370,6 @@ impl ReliableQueue {
             checked.push((payload, delay_to_millis(delay)?, id.unwrap_or("")));
         }
         let mut out = Vec::with_capacity(checked.len());
-        let mut conn = self.commands();
         for chunk in checked.chunks(1000) {
             let mut call = self.invocation(&scripts::RELIABLE_OFFER);
             call.key(&self.inner.keys.channel);
@@ -380,7 +379,14 @@ impl ReliableQueue {
                     .arg(random_hex16())
                     .arg(payload.as_ref());
             }
-            let rows: Vec<(String, i64)> = call.invoke_async(&mut conn).await?;
+            let rows: Vec<(String, i64)> = self
+                .inner
+                .handle
+                .client
+                .inner
+                .conn
+                .write(&call, &self.inner.keys.ready)
+                .await?;
             out.extend(rows.into_iter().map(|(id, _)| id));
         }
         Ok(out)
@@ -449,7 +455,14 @@ impl ReliableQueue {
         self.check_open()?;
         let mut call = self.invocation(&scripts::RELIABLE_ACK);
         call.arg(receipt).arg(id);
-        let n: i64 = call.invoke_async(&mut self.commands()).await?;
+        let n: i64 = self
+            .inner
+            .handle
+            .client
+            .inner
+            .conn
+            .write(&call, &self.inner.keys.ready)
+            .await?;
         Ok(n == 1)
     }
 

@@ -43,6 +43,17 @@ async fn delayed_and_reliable_queues_work_on_a_cluster() {
         assert!(d.ack().await.unwrap());
         assert_eq!(r.stats().await.unwrap(), Default::default());
     }
+    // Names whose keys Redisson's naming would spread over slots are refused up front.
+    for bad in ["a}b", "{x", "x{}y", "a{b"] {
+        let err = client.delayed_queue(bad).unwrap_err();
+        assert_eq!(err.kind(), delayq::ErrorKind::InvalidArgument, "{bad}");
+        assert!(err.to_string().contains("cluster slots"), "{err}");
+    }
+    // Offers in cluster mode carry a token key that expires by itself.
+    let q = client.delayed_queue("tokens").unwrap();
+    q.offer("v", Duration::from_secs(60)).await.unwrap();
+    assert!(q.contains("v").await.unwrap());
+    assert_eq!(q.size().await.unwrap(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
