@@ -203,3 +203,55 @@ async fn delivery_resumes_after_a_redis_restart_with_nothing_lost() {
     assert_eq!(seen.len(), n, "every message delivered after the restart");
     assert!(seen.values().all(|&c| c == 1), "none twice");
 }
+
+/// Counts the server's clients subscribed to at least one channel.
+fn subscribers(server: &RedisServer) -> usize {
+    server
+        .cli(&["CLIENT", "LIST"])
+        .lines()
+        .filter(|l| l.split(' ').any(|f| f.starts_with("sub=") && f != "sub=0"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_pubsub_connection_serves_every_queue_of_a_client() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let queues: Vec<_> = (0..50)
+        .map(|i| client.delayed_queue(&format!("idle-{i}")).unwrap())
+        .collect();
+    let subscribed = |n: usize| {
+        let server = &server;
+        async move {
+            server
+                .cli(&["PUBSUB", "NUMSUB", "redisson_delay_queue_channel:{idle-49}"])
+                .ends_with(&n.to_string())
+        }
+    };
+    assert!(common::eventually(Duration::from_secs(5), || subscribed(1)).await);
+    assert_eq!(subscribers(&server), 1, "50 queues, one pub/sub connection");
+    // Every queue is woken through it: an offer on the last queue arrives at once.
+    let last = queues.last().unwrap();
+    last.offer("wake", Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert_eq!(
+        last.take(Some(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"wake"[..])
+    );
+    // Closing the queues unsubscribes their channels; the connection goes when none is left.
+    for q in &queues {
+        q.close();
+    }
+    drop(queues);
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            subscribers(&server) == 0
+        })
+        .await
+    );
+    client.close();
+}
