@@ -5,6 +5,7 @@ mod bench;
 mod reliable;
 
 use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -18,8 +19,10 @@ use clap::{Parser, Subcommand};
     about = "A delayed queue on Redis, compatible with Redisson's RDelayedQueue"
 )]
 struct Cli {
-    /// Redis URL (redis://[user:pass@]host:port/db, rediss://, redis+unix:///path); with
-    /// --cluster, the comma-separated URLs of one or more nodes of a Redis Cluster.
+    /// Redis URL (redis://[user:pass@]host:port/db, rediss://, redis+unix:///path,
+    /// redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER[/db]); with --cluster,
+    /// the comma-separated URLs of one or more nodes of a Redis Cluster. Prefer REDIS_URL
+    /// for a URL with a password (a command line is visible to other users).
     #[arg(
         long,
         global = true,
@@ -31,6 +34,33 @@ struct Cli {
     /// Treat --url as seed URLs of a Redis Cluster.
     #[arg(long, global = true)]
     cluster: bool,
+    /// For rediss:// URLs: a CA certificate (PEM) to trust instead of the system's roots.
+    #[arg(long, global = true, env = "DELAYQ_TLS_CA_FILE", value_name = "PEM")]
+    tls_ca_file: Option<PathBuf>,
+    /// For rediss:// URLs: a client certificate (PEM), for servers that require one.
+    #[arg(long, global = true, env = "DELAYQ_TLS_CERT_FILE", value_name = "PEM")]
+    tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert-file.
+    #[arg(long, global = true, env = "DELAYQ_TLS_KEY_FILE", value_name = "PEM")]
+    tls_key_file: Option<PathBuf>,
+    /// Durability: offers and acks wait until N replicas have them (WAIT).
+    #[arg(long, global = true, env = "DELAYQ_WAIT_REPLICAS", value_name = "N")]
+    wait_replicas: Option<u32>,
+    /// Durability: also wait for the append-only file of the master and the replicas
+    /// (WAITAOF, Redis 7.2+).
+    #[arg(long, global = true, env = "DELAYQ_WAIT_AOF")]
+    wait_aof: bool,
+    /// Durability: how long offers and acks wait for --wait-replicas/--wait-aof; a write
+    /// not confirmed in time fails (it was applied on the master, but may not survive a
+    /// failover).
+    #[arg(
+        long,
+        global = true,
+        env = "DELAYQ_WAIT_TIMEOUT_MS",
+        value_name = "MS",
+        default_value_t = 1000
+    )]
+    wait_timeout_ms: u64,
     /// Exchange values as base64 instead of raw UTF-8 (offer reads it, take prints it).
     #[arg(long, global = true)]
     base64: bool,
@@ -110,6 +140,8 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> delayq::Result<()> {
+    let opts = client_options(&cli);
+    let connect = || delayq::Client::connect_with(opts.clone());
     match cli.command {
         Command::Offer {
             queue,
@@ -125,7 +157,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
                 i64::try_from(delay_ms)
                     .map_err(|_| delayq::Error::InvalidArgument("delay overflows".into()))?,
             )?;
-            let client = connect(&cli.url, cli.cluster).await?;
+            let client = connect().await?;
             let queue = client.delayed_queue_with(&queue, no_scheduler())?;
             let due = queue.offer(value, delay).await?;
             println!("{due}");
@@ -137,7 +169,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             timeout_ms,
             count,
         } => {
-            let client = connect(&cli.url, cli.cluster).await?;
+            let client = connect().await?;
             let queue = client.delayed_queue(&queue)?;
             let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
             let mut out = std::io::stdout();
@@ -165,7 +197,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             Ok(())
         }
         Command::Stats { queue } => {
-            let client = connect(&cli.url, cli.cluster).await?;
+            let client = connect().await?;
             let queue = client.delayed_queue_with(&queue, no_scheduler())?;
             let stats = queue.stats().await?;
             println!("delayed {}", stats.delayed);
@@ -181,7 +213,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             visibility_ms,
             max_attempts,
         } => {
-            let client = connect(&cli.url, cli.cluster).await?;
+            let client = connect().await?;
             let opts = delayq::SchedulerOptions {
                 reconcile_interval: Duration::from_millis(reconcile_ms),
                 ..Default::default()
@@ -215,20 +247,31 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             Ok(())
         }
         Command::Bench(args) => bench::run(&cli.url, args).await,
-        Command::Reliable(args) => {
-            reliable::run(connect(&cli.url, cli.cluster).await?, cli.base64, args).await
-        }
+        Command::Reliable(args) => reliable::run(connect().await?, cli.base64, args).await,
     }
 }
 
-/// Connects as `--url` and `--cluster` say.
-async fn connect(url: &str, cluster: bool) -> delayq::Result<delayq::Client> {
-    let opts = if cluster {
+/// Core's options from the global options (`--url`, `--cluster`, `--tls-*`, `--wait-*`).
+fn client_options(cli: &Cli) -> delayq::ClientOptions {
+    let url = &cli.url;
+    let mut opts = if cli.cluster {
         delayq::ClientOptions::cluster(url.split(',').map(str::trim).filter(|u| !u.is_empty()))
     } else {
         delayq::ClientOptions::new(url)
     };
-    delayq::Client::connect_with(opts).await
+    opts.tls = delayq::TlsOptions {
+        ca_file: cli.tls_ca_file.clone(),
+        client_cert_file: cli.tls_cert_file.clone(),
+        client_key_file: cli.tls_key_file.clone(),
+    };
+    if cli.wait_replicas.is_some() || cli.wait_aof {
+        opts.durability = Some(delayq::Durability {
+            replicas: cli.wait_replicas.unwrap_or(0),
+            aof: cli.wait_aof,
+            timeout: Duration::from_millis(cli.wait_timeout_ms),
+        });
+    }
+    opts
 }
 
 /// Keeps queue handles (and so their transfer tasks) alive.

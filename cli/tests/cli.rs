@@ -250,3 +250,209 @@ fn cluster_seeds_reach_every_node() {
         assert!(job.status.success(), "{job:?}");
     }
 }
+
+/// `delayq` with `args` and `env`, and no connection settings from the environment.
+fn delayq_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_delayq"));
+    cmd.args(args);
+    for var in [
+        "REDIS_URL",
+        "DELAYQ_TLS_CA_FILE",
+        "DELAYQ_TLS_CERT_FILE",
+        "DELAYQ_TLS_KEY_FILE",
+        "DELAYQ_WAIT_REPLICAS",
+        "DELAYQ_WAIT_AOF",
+        "DELAYQ_WAIT_TIMEOUT_MS",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied()).output().expect("run delayq")
+}
+
+#[test]
+fn mutual_tls_from_options_or_environment() {
+    let server = common::TlsRedisServer::start(true);
+    let c = &server.certs;
+    let (ca, cert, key) = (c.file("ca.crt"), c.file("client.crt"), c.file("client.key"));
+    let url = server.url();
+    let out = delayq_env(
+        &[
+            "--url",
+            &url,
+            "--tls-ca-file",
+            &ca,
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "offer",
+            "tls",
+            "0",
+            "hello",
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The same from the environment.
+    let env = [
+        ("REDIS_URL", url.as_str()),
+        ("DELAYQ_TLS_CA_FILE", ca.as_str()),
+        ("DELAYQ_TLS_CERT_FILE", cert.as_str()),
+        ("DELAYQ_TLS_KEY_FILE", key.as_str()),
+    ];
+    let took = delayq_env(&["take", "tls", "--timeout-ms", "5000"], &env);
+    assert!(
+        took.status.success(),
+        "{}",
+        String::from_utf8_lossy(&took.stderr)
+    );
+    assert_eq!(stdout(&took), "hello\n");
+    // No client certificate: the server refuses, exit code 1, and the error says why.
+    let out = delayq_env(&["--tls-ca-file", &ca, "stats", "tls"], &env[..2]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("connection error") && err.contains("CertificateRequired"),
+        "{err}"
+    );
+    // A CA that did not sign the server's certificate.
+    let other = c.file("other-ca.crt");
+    let out = delayq_env(&["--tls-ca-file", &other, "stats", "tls"], &env);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("UnknownIssuer"), "{err}");
+    // A certificate without its key is a usage error.
+    let out = delayq_env(&["stats", "tls"], &env[..3]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn durability_options_reach_core() {
+    let server = RedisServer::start();
+    let url = server.url();
+    // No replica: the offer is applied, but not confirmed in time, and the CLI says so.
+    let out = delayq_env(
+        &[
+            "--url",
+            &url,
+            "--wait-replicas",
+            "1",
+            "--wait-timeout-ms",
+            "200",
+            "offer",
+            "durable",
+            "60000",
+            "v",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("timed out") && err.contains("replica"),
+        "{err}"
+    );
+    let out = delayq_env(
+        &["offer", "durable", "60000", "v"],
+        &[("REDIS_URL", &url), ("DELAYQ_WAIT_REPLICAS", "0")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = delayq_env(&["--url", &url, "--wait-replicas", "-1", "stats", "q"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Credentials in a URL never reach stdout or stderr: not in errors, not in the transfer
+/// banner, not in `--help` (which shows the environment's defaults), not in trace logs.
+#[test]
+fn credentials_are_never_printed() {
+    const SECRET: &str = "s3cret";
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let check = |what: &str, out: &Output| {
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!all.contains(SECRET), "{what} printed the secret: {all}");
+    };
+    let trace = [("RUST_LOG", "trace")];
+    for url in [
+        format!("redis+unix:///nonexistent.sock?pass={SECRET}"),
+        format!("redis+unix:///nonexistent.sock?db=1&user=u&password={SECRET}"),
+        format!("redis://user:{SECRET}@127.0.0.1:1"),
+        format!("redis://user:{SECRET}@127.0.0.1:{free}/0"),
+        format!("rediss://:{SECRET}@127.0.0.1:{free}"),
+        format!("redis+sentinel://u:{SECRET}@127.0.0.1:{free},127.0.0.1:1/mymaster/2"),
+        format!("redis://user:{SECRET}@[::1"),
+        format!("bogus://user:{SECRET}@host"),
+    ] {
+        let out = delayq_env(&["--url", &url, "stats", "q"], &trace);
+        assert!(!out.status.success(), "{url} failed");
+        check(&url, &out);
+        let out = delayq_env(&["--cluster", "--url", &url, "stats", "q"], &trace);
+        check(&url, &out);
+        let out = delayq_env(&["--help"], &[("REDIS_URL", &url)]);
+        check("--help", &out);
+    }
+    // A real server with an ACL user: a wrong password, then the transfer banner.
+    let server = RedisServer::start();
+    let pass = format!(">{SECRET}");
+    server.cli(&["ACL", "SETUSER", "app", "on", &pass, "~*", "&*", "+@all"]);
+    let url = format!("redis://app:wrong{SECRET}@127.0.0.1:{}", server.port);
+    let out = delayq_env(&["--url", &url, "stats", "q"], &trace);
+    assert_eq!(out.status.code(), Some(1));
+    check("a wrong password", &out);
+    let url = format!("redis://app:{SECRET}@127.0.0.1:{}", server.port);
+    let out = delayq_env(&["--url", &url, "stats", "q"], &trace);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check("stats", &out);
+    let mut transfer = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--url", &url, "transfer", "q"])
+        .env_remove("REDIS_URL")
+        .env("RUST_LOG", "trace")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The banner comes after the connection; read stderr up to it.
+    let mut stderr = std::io::BufReader::new(transfer.stderr.take().unwrap());
+    let mut seen = String::new();
+    let mut line = String::new();
+    use std::io::BufRead;
+    while !seen.contains("moving due entries") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "no banner: {seen}"
+        );
+        seen.push_str(&line);
+    }
+    Command::new("kill")
+        .args(["-INT", &transfer.id().to_string()])
+        .status()
+        .unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    seen.push_str(&rest);
+    let out = transfer.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(seen.contains("redis://***:***@127.0.0.1"), "{seen}");
+    assert!(!seen.contains(SECRET), "{seen}");
+    check("transfer", &out);
+}

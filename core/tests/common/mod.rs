@@ -242,3 +242,282 @@ impl Cluster {
         self.nodes.iter().map(|n| n.url()).collect()
     }
 }
+
+/// Certificates made with the `openssl` command for one test, in a directory of their own
+/// (removed on drop): a CA (`ca.crt`), a server certificate for 127.0.0.1 signed by it
+/// (`server.crt`/`server.key`), a client certificate signed by it (`client.crt`/`client.key`),
+/// and a second CA that signed neither (`other-ca.crt`, the wrong CA).
+pub struct TestCerts {
+    pub dir: PathBuf,
+}
+
+impl TestCerts {
+    pub fn make() -> Self {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("delayq-certs-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let certs = TestCerts { dir };
+        certs.make_ca("ca");
+        certs.make_ca("other-ca");
+        certs.make_leaf(
+            "server",
+            "127.0.0.1",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        );
+        certs.make_leaf(
+            "client",
+            "delayq-test-client",
+            "extendedKeyUsage=clientAuth\n",
+        );
+        certs
+    }
+
+    fn openssl(&self, args: &[&str]) {
+        let out = Command::new("openssl")
+            .current_dir(&self.dir)
+            .args(args)
+            .output()
+            .expect("run openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A self-signed CA: `NAME.crt`, `NAME.key`.
+    fn make_ca(&self, name: &str) {
+        let (crt, key) = (format!("{name}.crt"), format!("{name}.key"));
+        let subj = format!("/CN=delayq test {name}");
+        self.openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &subj,
+            "-keyout",
+            &key,
+            "-out",
+            &crt,
+        ]);
+    }
+
+    /// A certificate signed by `ca`: `NAME.crt`, `NAME.key`, with the extensions `ext`.
+    fn make_leaf(&self, name: &str, cn: &str, ext: &str) {
+        let (crt, key, csr, extfile) = (
+            format!("{name}.crt"),
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.ext"),
+        );
+        std::fs::write(
+            self.dir.join(&extfile),
+            format!("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n{ext}"),
+        )
+        .unwrap();
+        let subj = format!("/CN={cn}");
+        self.openssl(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-subj",
+            &subj,
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+        ]);
+        self.openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &extfile,
+            "-out",
+            &crt,
+        ]);
+    }
+
+    /// The path of one of the files (`ca.crt`, `client.key`, ...).
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+
+    /// The path of one of the files, as a `&str`-friendly `String`.
+    pub fn file(&self, file: &str) -> String {
+        self.path(file).to_str().unwrap().to_owned()
+    }
+}
+
+impl Drop for TestCerts {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A `redis-server` that speaks only TLS (`--port 0 --tls-port P`), with a certificate of
+/// its own [`TestCerts`]; with `auth_clients`, it requires a client certificate signed by
+/// the test CA (`--tls-auth-clients yes`).
+pub struct TlsRedisServer {
+    pub port: u16,
+    pub certs: TestCerts,
+    child: Option<Child>,
+}
+
+impl TlsRedisServer {
+    pub fn start(auth_clients: bool) -> Self {
+        ensure_installed();
+        let certs = TestCerts::make();
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args(["--port", "0", "--tls-port", &port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--dir", &certs.file("")])
+            .args(["--tls-cert-file", &certs.file("server.crt")])
+            .args(["--tls-key-file", &certs.file("server.key")])
+            .args(["--tls-ca-cert-file", &certs.file("ca.crt")])
+            .args([
+                "--tls-auth-clients",
+                if auth_clients { "yes" } else { "no" },
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        let server = TlsRedisServer {
+            port,
+            certs,
+            child: Some(child),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.cli(&["PING"]) != "PONG" {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server with TLS on port {port} did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    /// `rediss://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("rediss://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs redis-cli over TLS (with the client certificate) and returns its stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let c = &self.certs;
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string(), "--tls"])
+            .args(["--cacert", &c.file("ca.crt")])
+            .args([
+                "--cert",
+                &c.file("client.crt"),
+                "--key",
+                &c.file("client.key"),
+            ])
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+}
+
+impl Drop for TlsRedisServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A `redis-sentinel` on a free loopback port watching one master (quorum 1).
+pub struct Sentinel {
+    pub port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl Sentinel {
+    /// Watches `master` under the name `name`; returns once the sentinel knows the master.
+    pub fn start(master: &RedisServer, name: &str) -> Self {
+        ensure_installed();
+        let port = free_port();
+        let dir =
+            std::env::temp_dir().join(format!("delayq-sentinel-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("sentinel.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor {name} 127.0.0.1 {} 1\n\
+                 sentinel down-after-milliseconds {name} 1000\n",
+                dir.display(),
+                master.port
+            ),
+        )
+        .unwrap();
+        let child = Command::new("redis-sentinel")
+            .arg(&conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-sentinel");
+        let sentinel = Sentinel {
+            port,
+            dir,
+            child: Some(child),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let want = master.port.to_string();
+        while !sentinel
+            .cli(&["SENTINEL", "get-master-addr-by-name", name])
+            .contains(&want)
+        {
+            assert!(Instant::now() < deadline, "redis-sentinel did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        sentinel
+    }
+
+    /// Runs redis-cli against the sentinel and returns its stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
