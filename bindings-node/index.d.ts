@@ -31,6 +31,32 @@ export interface WaitOptions {
 export interface ClientOptions {
   /** Treat the URL(s) as seeds of a Redis Cluster. */
   cluster?: boolean
+  /** Certificate files (PEM) for `rediss://` URLs. */
+  tls?: TlsOptions
+  /**
+   * Offers and acks return once this many replicas (and, with `aof`, the append-only
+   * files) have them; otherwise they fail with `ERR_DELAYQ_TIMEOUT` after `timeoutMs`
+   * (the write was applied on the master, but may not survive a failover).
+   */
+  durability?: DurabilityOptions
+}
+
+export interface TlsOptions {
+  /** A CA certificate to trust instead of the system's roots (a private CA). */
+  caFile?: string
+  /** A client certificate, for servers that require one (mutual TLS). */
+  certFile?: string
+  /** The client certificate's private key (required with `certFile`). */
+  keyFile?: string
+}
+
+export interface DurabilityOptions {
+  /** Replicas that must have each write (`WAIT`), default 0. */
+  replicas?: number | bigint
+  /** Also wait for the append-only file (`WAITAOF`, Redis 7.2+), default false. */
+  aof?: boolean
+  /** How long to wait, in ms (default 1000). */
+  timeoutMs?: Millis
 }
 
 export interface DelayedQueueOptions {
@@ -124,7 +150,11 @@ export declare class ReliableQueue {
 }
 
 export declare class Client {
-  /** Connects to `url`, or to a cluster through a list of seed URLs. */
+  /**
+   * Connects to `url` (`redis://`, `rediss://`, `redis+unix://`, `redis+sentinel://`), or
+   * to a cluster through a list of seed URLs; `options.tls` holds certificate files for
+   * `rediss://`, `options.durability` the durability option.
+   */
   static connect(url: string | string[], options?: ClientOptions): Promise<Client>
   delayedQueue(name: string, options?: DelayedQueueOptions): DelayedQueue
   reliableQueue(name: string, options?: ReliableQueueOptions): ReliableQueue

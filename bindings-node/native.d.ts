@@ -118,15 +118,20 @@ export declare class ReliableQueue {
   close(): void
 }
 
-/** Options of a queue handle. */
+/** Options of a connection. */
 export interface ClientOptions {
   /** Treat the URL (or the list of URLs) as seeds of a Redis Cluster. */
   cluster?: boolean
+  /** Certificates for `rediss://` URLs. */
+  tls?: TlsOptions
+  /** Wait for replicas (and the append-only file) after offers and acks. */
+  durability?: DurabilityOptions
 }
 
 /**
  * Connects to Redis: one URL (`redis://[user:pass@]host:port/db`, `rediss://`,
- * `redis+unix:///path`), or the seed URLs of a cluster.
+ * `redis+unix:///path`, `redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER[/db]`),
+ * or the seed URLs of a cluster.
  */
 export declare function connect(url: string | Array<string>, options?: ClientOptions | undefined | null): Promise<Client>
 
@@ -154,6 +159,20 @@ export interface DelayedStats {
   ready: number
   /** Undecodable entries moved aside. */
   corrupt: number
+}
+
+/**
+ * The durability option: offers and acks return once `replicas` replicas (and, with
+ * `aof`, the append-only files) have them, or fail with a timeout error after
+ * `timeoutMs` (the write was applied on the master, but may not survive a failover).
+ */
+export interface DurabilityOptions {
+  /** Replicas that must have each write (`WAIT`), default 0. */
+  replicas?: number | bigint
+  /** Also wait for the append-only file (`WAITAOF`, Redis 7.2+), default false. */
+  aof?: boolean
+  /** How long to wait, in ms (default 1000). */
+  timeoutMs?: number | bigint
 }
 
 /** One value to offer and its delay in ms. */
@@ -202,6 +221,16 @@ export interface ReliableStats {
   ready: number
   inFlight: number
   dead: number
+}
+
+/** Certificate files (PEM) for `rediss://` URLs. */
+export interface TlsOptions {
+  /** A CA certificate to trust instead of the system's roots (a private CA). */
+  caFile?: string
+  /** A client certificate, for servers that require one (mutual TLS). */
+  certFile?: string
+  /** The client certificate's private key. */
+  keyFile?: string
 }
 
 /** A packed entry split into its id and value. */

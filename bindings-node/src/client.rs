@@ -11,30 +11,85 @@ use crate::error::IntoJs;
 use crate::reliable_queue::ReliableQueue;
 use napi::Result;
 
-/// Options of a queue handle.
+/// Options of a connection.
 #[napi(object)]
 #[derive(Default)]
 pub struct ClientOptions {
     /// Treat the URL (or the list of URLs) as seeds of a Redis Cluster.
     pub cluster: Option<bool>,
+    /// Certificates for `rediss://` URLs.
+    pub tls: Option<TlsOptions>,
+    /// Wait for replicas (and the append-only file) after offers and acks.
+    pub durability: Option<DurabilityOptions>,
+}
+
+/// Certificate files (PEM) for `rediss://` URLs.
+#[napi(object)]
+#[derive(Default)]
+pub struct TlsOptions {
+    /// A CA certificate to trust instead of the system's roots (a private CA).
+    pub ca_file: Option<String>,
+    /// A client certificate, for servers that require one (mutual TLS).
+    pub cert_file: Option<String>,
+    /// The client certificate's private key.
+    pub key_file: Option<String>,
+}
+
+/// The durability option: offers and acks return once `replicas` replicas (and, with
+/// `aof`, the append-only files) have them, or fail with a timeout error after
+/// `timeoutMs` (the write was applied on the master, but may not survive a failover).
+#[napi(object)]
+pub struct DurabilityOptions {
+    /// Replicas that must have each write (`WAIT`), default 0.
+    pub replicas: Option<Either<f64, BigInt>>,
+    /// Also wait for the append-only file (`WAITAOF`, Redis 7.2+), default false.
+    pub aof: Option<bool>,
+    /// How long to wait, in ms (default 1000).
+    pub timeout_ms: Option<Either<f64, BigInt>>,
+}
+
+/// Core's options for `url` and `options`.
+fn client_options(
+    url: Either<String, Vec<String>>,
+    options: Option<ClientOptions>,
+) -> Result<delayq::ClientOptions> {
+    let options = options.unwrap_or_default();
+    let mut opts = match url {
+        Either::A(url) => {
+            let mut o = delayq::ClientOptions::new(url);
+            o.cluster = options.cluster.unwrap_or(false);
+            o
+        }
+        Either::B(seeds) => delayq::ClientOptions::cluster(seeds),
+    };
+    let tls = options.tls.unwrap_or_default();
+    opts.tls = delayq::TlsOptions {
+        ca_file: tls.ca_file.map(Into::into),
+        client_cert_file: tls.cert_file.map(Into::into),
+        client_key_file: tls.key_file.map(Into::into),
+    };
+    if let Some(d) = options.durability {
+        opts.durability = Some(delayq::Durability {
+            replicas: match d.replicas {
+                Some(n) => convert::count(n, "durability.replicas")?,
+                None => 0,
+            },
+            aof: d.aof.unwrap_or(false),
+            timeout: ms(d.timeout_ms, 1000.0)?,
+        });
+    }
+    Ok(opts)
 }
 
 /// Connects to Redis: one URL (`redis://[user:pass@]host:port/db`, `rediss://`,
-/// `redis+unix:///path`), or the seed URLs of a cluster.
+/// `redis+unix:///path`, `redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER[/db]`),
+/// or the seed URLs of a cluster.
 #[napi]
 pub async fn connect(
     url: Either<String, Vec<String>>,
     options: Option<ClientOptions>,
 ) -> Result<Client> {
-    let cluster = options.and_then(|o| o.cluster).unwrap_or(false);
-    let opts = match url {
-        Either::A(url) => {
-            let mut o = delayq::ClientOptions::new(url);
-            o.cluster = cluster;
-            o
-        }
-        Either::B(seeds) => delayq::ClientOptions::cluster(seeds),
-    };
+    let opts = client_options(url, options)?;
     let inner = delayq::Client::connect_with(opts).await.js()?;
     Ok(Client { inner })
 }
