@@ -1,11 +1,12 @@
 //! `Client`: connects and hands out queue handles.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
-use crate::convert::{self, Arg};
+use crate::convert::{self, Arg, ConnectArgs};
 use crate::delayed_queue::DelayedQueue;
 use crate::error::{invalid, to_py};
 use crate::reliable_queue::ReliableQueue;
@@ -35,11 +36,43 @@ fn options(url: &Bound<'_, PyAny>, cluster: bool) -> PyResult<delayq::ClientOpti
 #[pymethods]
 impl Client {
     /// Connects (blocking) to `url` (`redis://[user:pass@]host:port/db`, `rediss://`,
-    /// `redis+unix:///path`), or to a cluster through a list of seed URLs.
+    /// `redis+unix:///path`, `redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER[/db]`),
+    /// or to a cluster through a list of seed URLs. `tls_ca_file`, `tls_cert_file` and
+    /// `tls_key_file` (PEM) serve `rediss://`: a private CA, a client certificate and its key
+    /// (mutual TLS). With `durability_replicas` (or `durability_aof`), offers and acks wait
+    /// for that many replicas (and the append-only file) for up to `durability_timeout`
+    /// seconds.
     #[new]
-    #[pyo3(signature = (url, *, cluster = false))]
-    fn new(py: Python<'_>, url: &Bound<'_, PyAny>, cluster: bool) -> PyResult<Self> {
-        let opts = options(url, cluster)?;
+    #[pyo3(
+        signature = (url, *, cluster = false, tls_ca_file = None, tls_cert_file = None,
+                     tls_key_file = None, durability_replicas = None, durability_aof = false,
+                     durability_timeout = Arg::Default),
+        text_signature = "(url, *, cluster=False, tls_ca_file=None, tls_cert_file=None, \
+                          tls_key_file=None, durability_replicas=None, durability_aof=False, \
+                          durability_timeout=1.0)"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    fn new<'py>(
+        py: Python<'py>,
+        url: &Bound<'py, PyAny>,
+        cluster: bool,
+        tls_ca_file: Option<PathBuf>,
+        tls_cert_file: Option<PathBuf>,
+        tls_key_file: Option<PathBuf>,
+        durability_replicas: Option<Bound<'py, PyAny>>,
+        durability_aof: bool,
+        durability_timeout: Arg<'py>,
+    ) -> PyResult<Self> {
+        let mut opts = options(url, cluster)?;
+        ConnectArgs {
+            tls_ca_file,
+            tls_cert_file,
+            tls_key_file,
+            durability_replicas,
+            durability_aof,
+            durability_timeout,
+        }
+        .apply(&mut opts)?;
         let inner = block(
             py,
             enter(|| async move { delayq::Client::connect_with(opts).await }),
@@ -47,15 +80,39 @@ impl Client {
         Ok(Client { inner })
     }
 
-    /// Connects without blocking the event loop; returns an awaitable of a `Client`.
+    /// Connects without blocking the event loop; returns an awaitable of a `Client`. The
+    /// options are those of `Client(...)`.
     #[staticmethod]
-    #[pyo3(signature = (url, *, cluster = false))]
+    #[pyo3(
+        signature = (url, *, cluster = false, tls_ca_file = None, tls_cert_file = None,
+                     tls_key_file = None, durability_replicas = None, durability_aof = false,
+                     durability_timeout = Arg::Default),
+        text_signature = "(url, *, cluster=False, tls_ca_file=None, tls_cert_file=None, \
+                          tls_key_file=None, durability_replicas=None, durability_aof=False, \
+                          durability_timeout=1.0)"
+    )]
+    #[allow(clippy::too_many_arguments)]
     fn connect_async<'py>(
         py: Python<'py>,
-        url: &Bound<'_, PyAny>,
+        url: &Bound<'py, PyAny>,
         cluster: bool,
+        tls_ca_file: Option<PathBuf>,
+        tls_cert_file: Option<PathBuf>,
+        tls_key_file: Option<PathBuf>,
+        durability_replicas: Option<Bound<'py, PyAny>>,
+        durability_aof: bool,
+        durability_timeout: Arg<'py>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let opts = options(url, cluster)?;
+        let mut opts = options(url, cluster)?;
+        ConnectArgs {
+            tls_ca_file,
+            tls_cert_file,
+            tls_key_file,
+            durability_replicas,
+            durability_aof,
+            durability_timeout,
+        }
+        .apply(&mut opts)?;
         awaitable(py, async move {
             let inner = delayq::Client::connect_with(opts).await?;
             Ok(Client { inner })

@@ -163,3 +163,44 @@ pub fn count<T: TryFrom<u64>>(arg: Arg<'_>, what: &str, default: T) -> PyResult<
     }
     delayq::delay::count_from_integer(integer(&obj)?, what).map_err(to_py)
 }
+
+/// The connection options of `Client(...)` beyond the URL: certificate files for
+/// `rediss://` (`str` or `os.PathLike`) and the durability option. Converted only.
+pub struct ConnectArgs<'py> {
+    pub tls_ca_file: Option<std::path::PathBuf>,
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    pub tls_key_file: Option<std::path::PathBuf>,
+    /// Replicas that must have each offer and ack (`WAIT`); None: no waiting.
+    pub durability_replicas: Option<Bound<'py, PyAny>>,
+    /// Also wait for the append-only file (`WAITAOF`).
+    pub durability_aof: bool,
+    /// How long to wait for them (seconds), 1.0 by default.
+    pub durability_timeout: Arg<'py>,
+}
+
+/// The default of `durability_timeout`, in every binding and the CLI.
+pub const DURABILITY_TIMEOUT: Duration = Duration::from_secs(1);
+
+impl ConnectArgs<'_> {
+    /// Sets these options on `opts`.
+    pub fn apply(self, opts: &mut delayq::ClientOptions) -> PyResult<()> {
+        opts.tls = delayq::TlsOptions {
+            ca_file: self.tls_ca_file,
+            client_cert_file: self.tls_cert_file,
+            client_key_file: self.tls_key_file,
+        };
+        let replicas = match self.durability_replicas {
+            Some(n) if !n.is_none() => Some(count::<u32>(Arg::Given(n), "durability_replicas", 0)?),
+            _ => None,
+        };
+        let timeout = timeout_arg(self.durability_timeout, DURABILITY_TIMEOUT)?;
+        if replicas.is_some() || self.durability_aof {
+            opts.durability = Some(delayq::Durability {
+                replicas: replicas.unwrap_or(0),
+                aof: self.durability_aof,
+                timeout,
+            });
+        }
+        Ok(())
+    }
+}

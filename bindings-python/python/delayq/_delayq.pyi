@@ -1,11 +1,13 @@
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
+from os import PathLike
 from typing import Any, Optional, Union, final
 
 from typing_extensions import TypeAlias
 
 _Seconds: TypeAlias = Union[int, float, timedelta]
 _Value: TypeAlias = Union[bytes, bytearray, memoryview, str]
+_Path: TypeAlias = Union[str, PathLike[str]]
 
 __all__ = [
     "Client",
@@ -130,10 +132,29 @@ class ReliableQueue:
 
 @final
 class Client:
-    def __new__(cls, url: Union[str, Sequence[str]], *, cluster: bool = False) -> Client: ...
+    def __new__(
+        cls,
+        url: Union[str, Sequence[str]],
+        *,
+        cluster: bool = False,
+        tls_ca_file: Optional[_Path] = None,
+        tls_cert_file: Optional[_Path] = None,
+        tls_key_file: Optional[_Path] = None,
+        durability_replicas: Optional[int] = None,
+        durability_aof: bool = False,
+        durability_timeout: _Seconds = 1.0,
+    ) -> Client: ...
     @staticmethod
     def connect_async(
-        url: Union[str, Sequence[str]], *, cluster: bool = False
+        url: Union[str, Sequence[str]],
+        *,
+        cluster: bool = False,
+        tls_ca_file: Optional[_Path] = None,
+        tls_cert_file: Optional[_Path] = None,
+        tls_key_file: Optional[_Path] = None,
+        durability_replicas: Optional[int] = None,
+        durability_aof: bool = False,
+        durability_timeout: _Seconds = 1.0,
     ) -> Awaitable[Client]: ...
     def delayed_queue(
         self, name: str, *, scheduler: bool = True, reconcile_interval: _Seconds = 1.0

@@ -11,6 +11,7 @@ awaited ``take`` or ``receive`` loses nothing.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
 from types import TracebackType
@@ -20,6 +21,7 @@ from . import _delayq
 
 Seconds = Union[int, float, timedelta]
 Value = Union[bytes, bytearray, memoryview, str]
+StrPath = Union[str, "os.PathLike[str]"]
 
 __all__ = ["Client", "DelayedQueue", "ReliableQueue", "Delivery"]
 
@@ -213,14 +215,53 @@ class Client:
         url: Union[str, Sequence[str]],
         *,
         cluster: bool = False,
+        tls_ca_file: Optional[StrPath] = None,
+        tls_cert_file: Optional[StrPath] = None,
+        tls_key_file: Optional[StrPath] = None,
+        durability_replicas: Optional[int] = None,
+        durability_aof: bool = False,
+        durability_timeout: Seconds = 1.0,
         _inner: Optional[_delayq.Client] = None,
     ) -> None:
-        self._inner = _inner if _inner is not None else _delayq.Client(url, cluster=cluster)
+        """The options are those of ``delayq.Client``: TLS files for ``rediss://`` and
+        the durability option."""
+        if _inner is None:
+            _inner = _delayq.Client(
+                url,
+                cluster=cluster,
+                tls_ca_file=tls_ca_file,
+                tls_cert_file=tls_cert_file,
+                tls_key_file=tls_key_file,
+                durability_replicas=durability_replicas,
+                durability_aof=durability_aof,
+                durability_timeout=durability_timeout,
+            )
+        self._inner = _inner
 
     @classmethod
-    async def connect(cls, url: Union[str, Sequence[str]], *, cluster: bool = False) -> Client:
-        """Connects without blocking the event loop."""
-        inner = await _delayq.Client.connect_async(url, cluster=cluster)
+    async def connect(
+        cls,
+        url: Union[str, Sequence[str]],
+        *,
+        cluster: bool = False,
+        tls_ca_file: Optional[StrPath] = None,
+        tls_cert_file: Optional[StrPath] = None,
+        tls_key_file: Optional[StrPath] = None,
+        durability_replicas: Optional[int] = None,
+        durability_aof: bool = False,
+        durability_timeout: Seconds = 1.0,
+    ) -> Client:
+        """Connects without blocking the event loop (options as ``Client(...)``)."""
+        inner = await _delayq.Client.connect_async(
+            url,
+            cluster=cluster,
+            tls_ca_file=tls_ca_file,
+            tls_cert_file=tls_cert_file,
+            tls_key_file=tls_key_file,
+            durability_replicas=durability_replicas,
+            durability_aof=durability_aof,
+            durability_timeout=durability_timeout,
+        )
         return cls(url, _inner=inner)
 
     def delayed_queue(
