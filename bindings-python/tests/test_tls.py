@@ -1,6 +1,6 @@
 """Connection options: mutual TLS against a redis-server that requires client certificates
-(a CA, server and client certificates made here with ``openssl``), and the durability
-option reaching core."""
+(a CA, server and client certificates made here with ``openssl``), the durability option
+reaching core, and a Sentinel URL."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 
 import delayq
 import delayq.asyncio
+from conftest import RedisServer
 
 
 def _openssl(cwd: Path, *args: str) -> None:
@@ -235,3 +236,38 @@ def test_durability_options_reach_core(url: str, name: str) -> None:
             delayq.Client(url, durability_replicas=bad)  # type: ignore[arg-type]
     with pytest.raises(delayq.InvalidArgument):
         delayq.Client(url, durability_replicas=1, durability_timeout=-1)
+
+
+def test_a_sentinel_url_reaches_the_master(redis_server: RedisServer, name: str) -> None:
+    """``redis+sentinel://host:port/MASTER``: the sentinel names the master, delayq uses it."""
+    if shutil.which("redis-sentinel") is None:
+        pytest.skip("redis-sentinel is not installed")
+    d = Path(tempfile.mkdtemp(prefix="delayq-py-sentinel-"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    (d / "sentinel.conf").write_text(
+        f"port {port}\nbind 127.0.0.1\ndir {d}\n"
+        f"sentinel monitor pymaster 127.0.0.1 {redis_server.port} 1\n"
+    )
+    proc = subprocess.Popen(
+        ["redis-sentinel", str(d / "sentinel.conf")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 10
+        ask = ["redis-cli", "-p", str(port), "SENTINEL", "get-master-addr-by-name", "pymaster"]
+        while (
+            str(redis_server.port) not in subprocess.run(ask, capture_output=True).stdout.decode()
+        ):
+            assert time.time() < deadline, "redis-sentinel did not start"
+            time.sleep(0.02)
+        with delayq.Client(f"redis+sentinel://127.0.0.1:{port}/pymaster") as client:
+            q = client.delayed_queue(name)
+            q.offer(b"via-sentinel", 0)
+            assert q.take(5) == b"via-sentinel"
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
