@@ -9,6 +9,7 @@ use pyo3::types::{PyList, PyString, PyTuple};
 use crate::convert::{self, Arg, ConnectArgs};
 use crate::delayed_queue::DelayedQueue;
 use crate::error::{invalid, to_py};
+use crate::exit;
 use crate::reliable_queue::ReliableQueue;
 use crate::runtime::{awaitable, block, enter};
 
@@ -16,6 +17,15 @@ use crate::runtime::{awaitable, block, enter};
 #[pyclass(module = "delayq", frozen)]
 pub struct Client {
     pub(crate) inner: delayq::Client,
+    /// Closed at exit while this lives.
+    _tracked: exit::Tracked,
+}
+
+impl Client {
+    fn wrap(inner: delayq::Client) -> Client {
+        let _tracked = exit::track(&inner);
+        Client { inner, _tracked }
+    }
 }
 
 fn options(url: &Bound<'_, PyAny>, cluster: bool) -> PyResult<delayq::ClientOptions> {
@@ -77,7 +87,7 @@ impl Client {
             py,
             enter(|| async move { delayq::Client::connect_with(opts).await }),
         )?;
-        Ok(Client { inner })
+        Ok(Client::wrap(inner))
     }
 
     /// Connects without blocking the event loop; returns an awaitable of a `Client`. The
@@ -115,7 +125,7 @@ impl Client {
         .apply(&mut opts)?;
         awaitable(py, async move {
             let inner = delayq::Client::connect_with(opts).await?;
-            Ok(Client { inner })
+            Ok(Client::wrap(inner))
         })
     }
 

@@ -1,8 +1,8 @@
 //! Handing what `take` and `receive` took from Redis over to Python without losing it.
 //!
 //! An asyncio task may be cancelled at any instant, also after core's call returned.
-//! `pyo3_async_runtimes::future_into_py` drops a finished result when the Python future
-//! was cancelled before the result was set, and a task cancelled after its future got a
+//! An asyncio future (`runtime::awaitable`) drops a finished result when it was cancelled
+//! before the result was set, and a task cancelled after its future got a
 //! result but before the task resumed drops it too (asyncio throws `CancelledError` into
 //! the coroutine, and the result stays unread in the future). So `take_async` and
 //! `receive_async` return a [`Handover`]: an awaitable that runs core's call as a task
@@ -21,8 +21,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::error::to_py;
+use crate::exit;
 use crate::reliable_queue::Delivery;
-use crate::runtime::runtime;
+use crate::runtime::{runtime, settle_soon};
 
 /// Something taken from Redis for a caller: a value of a delayed queue or a delivery. It
 /// goes back to its queue when the caller is gone.
@@ -75,18 +76,22 @@ impl Taken for delayq::Delivery {
     }
 }
 
-/// Logs `message` on Python's `delayq` logger, from any thread.
+/// Logs `message` on Python's `delayq` logger, from any thread (on stderr once the
+/// interpreter is exiting).
 fn log_error(message: String) {
     runtime().spawn_blocking(move || {
-        Python::attach(|py| {
+        let logged = exit::attach(|py| {
             let logged = py
                 .import("logging")
                 .and_then(|logging| logging.call_method1("getLogger", ("delayq",)))
-                .and_then(|logger| logger.call_method1("error", (message,)));
+                .and_then(|logger| logger.call_method1("error", (&message,)));
             if let Err(e) = logged {
                 e.write_unraisable(py, None);
             }
-        })
+        });
+        if logged.is_none() {
+            eprintln!("delayq: {message}");
+        }
     });
 }
 
@@ -157,19 +162,14 @@ where
             }
         }
         // Wakes the awaiting task (without holding a runtime thread while waiting for the
-        // GIL). With the loop closed, nobody will read the outcome: it goes back.
+        // GIL). With the loop closed or the interpreter exiting, nobody will read the
+        // outcome: it goes back.
         tokio::task::spawn_blocking(move || {
-            Python::attach(|py| {
-                let future = task_future.bind(py);
-                let woken = wake_fn(py).and_then(|wake| {
-                    future
-                        .call_method0("get_loop")?
-                        .call_method1("call_soon_threadsafe", (wake, future))
-                });
-                if woken.is_err() {
-                    give_up(&task_slot);
-                }
-            })
+            let woken =
+                exit::attach(|py| settle_soon(task_future.bind(py), py.None(), false).is_ok());
+            if woken != Some(true) {
+                give_up(&task_slot);
+            }
         });
     });
     Ok(Handover {
@@ -177,19 +177,6 @@ where
         future,
         task: task.abort_handle(),
     })
-}
-
-/// `future.set_result(None)` unless the future is done (cancelled) already.
-#[pyfunction]
-fn wake(future: &Bound<'_, PyAny>) -> PyResult<()> {
-    if !future.call_method0("done")?.is_truthy()? {
-        future.call_method1("set_result", (future.py().None(),))?;
-    }
-    Ok(())
-}
-
-fn wake_fn(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    Ok(wrap_pyfunction!(wake, py)?.into_any())
 }
 
 impl Handover {

@@ -7,6 +7,7 @@ mod client;
 mod convert;
 mod delayed_queue;
 mod error;
+mod exit;
 mod handover;
 mod reliable_queue;
 mod runtime;
@@ -53,5 +54,6 @@ fn _delayq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pack_entry, m)?)?;
     m.add_function(wrap_pyfunction!(unpack_entry, m)?)?;
     m.add_function(wrap_pyfunction!(offer_script_source, m)?)?;
+    exit::register(m)?;
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 
 use crate::convert::{self, Arg, Bytes};
+use crate::exit;
 use crate::handover::{handover, Handover};
 use crate::runtime::{awaitable, block, block_taking};
 
@@ -339,15 +340,16 @@ impl ReliableQueue {
                     let handler = handler.clone();
                     async move {
                         let call = tokio::task::spawn_blocking(move || {
-                            Python::attach(|py| {
-                                handler.call1(py, (Delivery { inner: d },)).map(|_| ())
+                            exit::attach(|py| {
+                                // (A PyErr is described with the GIL.)
+                                handler
+                                    .call1(py, (Delivery { inner: d },))
+                                    .map(|_| ())
+                                    .map_err(|e| e.to_string())
                             })
+                            .unwrap_or_else(|| Err(exit::EXITING.to_owned()))
                         });
-                        match call.await {
-                            Ok(Ok(())) => Ok(()),
-                            Ok(Err(e)) => Err(e.to_string()),
-                            Err(e) => Err(e.to_string()),
-                        }
+                        call.await.map_err(|e| e.to_string())?
                     }
                 },
                 concurrency,
@@ -376,12 +378,22 @@ impl ReliableQueue {
                 move |d| {
                     let (handler, locals) = (handler.clone(), locals.clone());
                     async move {
-                        let fut = Python::attach(|py| {
-                            let coro = handler.bind(py).call1((Delivery { inner: d },))?;
-                            pyo3_async_runtimes::into_future_with_locals(&locals, coro)
+                        // (A PyErr is described with the GIL.)
+                        let fut = exit::attach(|py| {
+                            handler
+                                .bind(py)
+                                .call1((Delivery { inner: d },))
+                                .and_then(|coro| {
+                                    pyo3_async_runtimes::into_future_with_locals(&locals, coro)
+                                })
+                                .map_err(|e| e.to_string())
                         })
-                        .map_err(|e| e.to_string())?;
-                        fut.await.map(|_| ()).map_err(|e| e.to_string())
+                        .unwrap_or_else(|| Err(exit::EXITING.to_owned()))?;
+                        // Polling it may enter Python, and so may describing a PyErr.
+                        exit::polled(
+                            async move { fut.await.map(|_| ()).map_err(|e| e.to_string()) },
+                        )
+                        .await
                     }
                 },
                 concurrency,
