@@ -100,12 +100,14 @@ enum Command {
         /// The queues are reliable queues (`delayq reliable`), not Redisson delayed queues.
         #[arg(long)]
         reliable: bool,
-        /// For reliable queues: the visibility timeout in ms.
-        #[arg(long, default_value_t = 30_000)]
-        visibility_ms: u64,
-        /// For reliable queues: deliveries before a message goes to the dead letters.
-        #[arg(long, default_value_t = 5)]
-        max_attempts: u32,
+        /// For reliable queues: the visibility timeout in ms (default: the queue's stored
+        /// setting; naming a different one is an error, see `delayq reliable configure`).
+        #[arg(long)]
+        visibility_ms: Option<u64>,
+        /// For reliable queues: deliveries before a message goes to the dead letters
+        /// (default: the queue's stored setting).
+        #[arg(long)]
+        max_attempts: Option<u32>,
     },
     /// Benchmarks (SPEC section 9); see `delayq bench --help`.
     Bench(bench::BenchArgs),
@@ -222,7 +224,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             for q in &queues {
                 if reliable {
                     let ropts = delayq::ReliableQueueOptions {
-                        visibility_timeout: Duration::from_millis(visibility_ms),
+                        visibility_timeout: visibility_ms.map(Duration::from_millis),
                         max_attempts,
                         scheduler: opts.clone(),
                         ..Default::default()
@@ -322,4 +324,20 @@ pub(crate) fn encode_output(value: &[u8], base64: bool) -> Vec<u8> {
 
 pub(crate) fn io_error(e: std::io::Error) -> delayq::Error {
     delayq::Error::Connection(format!("I/O error: {e}"))
+}
+
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM: the signals that ask a command to stop cleanly.
+pub(crate) async fn interrupted() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
 }

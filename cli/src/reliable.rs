@@ -4,20 +4,92 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use delayq::{Client, ReliableQueueOptions, Result, SchedulerOptions};
+use delayq::{Backoff, Client, ReliableQueueOptions, ReliableSettings, Result, SchedulerOptions};
 
 use crate::{decode_input, encode_output, io_error, read_stdin};
 
 #[derive(Args)]
 pub struct ReliableArgs {
-    /// Visibility timeout of received messages, in ms.
-    #[arg(long, global = true, default_value_t = 30_000)]
-    visibility_ms: u64,
-    /// Deliveries before a message goes to the dead letters.
-    #[arg(long, global = true, default_value_t = 5)]
-    max_attempts: u32,
+    /// Visibility timeout of received messages, in ms. The queue's settings are stored in
+    /// Redis: without this option the stored one is used; naming a different one is an
+    /// error (change it with `configure`).
+    #[arg(long, global = true)]
+    visibility_ms: Option<u64>,
+    /// Deliveries before a message goes to the dead letters (default: the stored setting).
+    #[arg(long, global = true)]
+    max_attempts: Option<u32>,
     #[command(subcommand)]
     command: ReliableCommand,
+}
+
+/// `configure`'s settings; each one left out keeps its stored value.
+#[derive(Args)]
+struct SettingsArgs {
+    /// The back-off before retries: `exponential:BASE_MS:MAX_MS` or
+    /// `schedule:MS,MS,...` (the last delay repeats).
+    #[arg(long)]
+    backoff: Option<String>,
+    /// Sub-queues (a power of two).
+    #[arg(long)]
+    shards: Option<u32>,
+    /// How long dead letters are kept, in ms (0: until requeued or purged).
+    #[arg(long)]
+    dead_letter_retention_ms: Option<u64>,
+    /// How long acked ids are remembered for de-duplication, in ms (0: not at all).
+    #[arg(long)]
+    idempotency_retention_ms: Option<u64>,
+}
+
+fn parse_backoff(text: &str) -> Result<Backoff> {
+    let bad = || {
+        delayq::Error::InvalidArgument(format!(
+            "bad --backoff {text:?}: use exponential:BASE_MS:MAX_MS or schedule:MS,MS,..."
+        ))
+    };
+    let ms = |w: &str| {
+        w.trim()
+            .parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|_| bad())
+    };
+    match text.split_once(':') {
+        Some(("exponential", rest)) => {
+            let (base, max) = rest.split_once(':').ok_or_else(bad)?;
+            Ok(Backoff::Exponential {
+                base: ms(base)?,
+                max: ms(max)?,
+            })
+        }
+        Some(("schedule", rest)) => Ok(Backoff::Schedule(
+            rest.split(',').map(ms).collect::<Result<Vec<_>>>()?,
+        )),
+        _ => Err(bad()),
+    }
+}
+
+fn print_settings(s: &ReliableSettings) -> String {
+    let backoff = match &s.backoff {
+        Backoff::Exponential { base, max } => {
+            format!("exponential:{}:{}", base.as_millis(), max.as_millis())
+        }
+        Backoff::Schedule(d) => format!(
+            "schedule:{}",
+            d.iter()
+                .map(|d| d.as_millis().to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    };
+    let ms = |d: Option<Duration>| d.map_or(0, |d| d.as_millis());
+    format!(
+        "visibility_ms {}\nmax_attempts {}\nbackoff {}\nshards {}\ndead_letter_retention_ms {}\nidempotency_retention_ms {}",
+        s.visibility_timeout.as_millis(),
+        s.max_attempts,
+        backoff,
+        s.shards,
+        ms(s.dead_letter_retention),
+        ms(s.idempotency_retention),
+    )
 }
 
 #[derive(Subcommand)]
@@ -58,8 +130,16 @@ enum ReliableCommand {
         id: String,
         delay_ms: u64,
     },
-    /// Print the counts: delayed, ready, in_flight, dead.
+    /// Print the counts (delayed, ready, in_flight, dead) and the stored settings.
     Stats { queue: String },
+    /// Store the queue's settings (the given ones; the rest keep their stored value, or
+    /// the defaults for a new queue) and print them. Every handle in every process uses
+    /// the stored settings.
+    Configure {
+        queue: String,
+        #[command(flatten)]
+        settings: SettingsArgs,
+    },
     /// Print dead letters as `id<TAB>attempts<TAB>value`.
     Dead {
         queue: String,
@@ -74,7 +154,7 @@ enum ReliableCommand {
 
 pub async fn run(client: Client, base64: bool, args: ReliableArgs) -> Result<()> {
     let mut opts = ReliableQueueOptions {
-        visibility_timeout: Duration::from_millis(args.visibility_ms),
+        visibility_timeout: args.visibility_ms.map(Duration::from_millis),
         max_attempts: args.max_attempts,
         ..Default::default()
     };
@@ -127,7 +207,13 @@ pub async fn run(client: Client, base64: bool, args: ReliableArgs) -> Result<()>
                 if left == Some(Duration::ZERO) {
                     break;
                 }
-                let Some(d) = q.receive(left).await? else {
+                // Ctrl-C or SIGTERM while waiting: stop receiving (a message the server was
+                // handing over is given back) and exit as if the count was reached.
+                let got = tokio::select! {
+                    r = q.receive(left) => r?,
+                    _ = crate::interrupted() => None,
+                };
+                let Some(d) = got else {
                     break;
                 };
                 let mut text = Vec::new();
@@ -158,14 +244,30 @@ pub async fn run(client: Client, base64: bool, args: ReliableArgs) -> Result<()>
             line(moved.to_string().into_bytes())?;
         }
         ReliableCommand::Stats { queue } => {
-            let s = client.reliable_queue(&queue, opts)?.stats().await?;
+            let q = client.reliable_queue(&queue, opts)?;
+            let s = q.stats().await?;
             line(
                 format!(
-                    "delayed {}\nready {}\nin_flight {}\ndead {}",
-                    s.delayed, s.ready, s.in_flight, s.dead
+                    "delayed {}\nready {}\nin_flight {}\ndead {}\n{}",
+                    s.delayed,
+                    s.ready,
+                    s.in_flight,
+                    s.dead,
+                    print_settings(&q.settings().await?)
                 )
                 .into_bytes(),
             )?;
+        }
+        ReliableCommand::Configure { queue, settings } => {
+            opts.backoff = settings.backoff.as_deref().map(parse_backoff).transpose()?;
+            opts.shards = settings.shards;
+            opts.dead_letter_retention =
+                settings.dead_letter_retention_ms.map(Duration::from_millis);
+            opts.idempotency_retention =
+                settings.idempotency_retention_ms.map(Duration::from_millis);
+            opts.update_settings = true;
+            let q = client.reliable_queue(&queue, opts)?;
+            line(print_settings(&q.settings().await?).into_bytes())?;
         }
         ReliableCommand::Dead { queue, limit } => {
             for d in client

@@ -106,8 +106,7 @@ impl Client {
             self.scheduler_for(
                 Job::Reliable {
                     keys: keys.clone(),
-                    visibility_ms: opts.visibility_timeout.as_millis() as u64,
-                    max_attempts: opts.max_attempts,
+                    tidied: Default::default(),
                 },
                 &opts.scheduler,
             )

@@ -35,8 +35,8 @@ pub use connection::{redact_url, ClientOptions, Durability, TlsOptions};
 pub use delayed_queue::{DelayedQueue, DelayedStats};
 pub use error::{Error, ErrorKind, Result};
 pub use reliable_queue::{
-    Backoff, DeadLetter, Delivery, ReliableQueue, ReliableQueueOptions, ReliableStats,
-    BUCKET_WIDTH_MS, MAX_ID_LEN,
+    Backoff, DeadLetter, Delivery, OfferOutcome, ReliableQueue, ReliableQueueOptions,
+    ReliableSettings, ReliableStats, BUCKET_WIDTH_MS, CONSUMER_IDLE_LIMIT, MAX_ID_LEN, MAX_RECEIVE,
 };
 pub use scheduler::{SchedulerOptions, TransferOutcome};
 pub use scripts::offer_script_source;

@@ -7,13 +7,20 @@
 //! due, and made ready as entries of a Redis stream read by a consumer group, whose
 //! pending-entries list tracks what is in flight.
 
-use std::future::Future;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use redis::aio::ConnectionLike;
 use redis::Value;
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+
+mod consume;
+mod settings;
+
+use settings::NamedSettings;
+pub use settings::ReliableSettings;
 
 use crate::client::Client;
 use crate::delay::{check_value, delay_to_millis};
@@ -29,6 +36,9 @@ pub const BUCKET_WIDTH_MS: u64 = 1000;
 
 /// The longest id a caller may give.
 pub const MAX_ID_LEN: usize = 256;
+
+/// The most messages one `receive_many` call takes.
+pub const MAX_RECEIVE: usize = 1000;
 
 const GROUP: &str = "delayq";
 
@@ -96,46 +106,60 @@ impl Backoff {
     }
 }
 
-/// Options of a reliable queue handle. Every process on one queue should use the same
-/// visibility timeout and maximum attempts.
-#[derive(Debug, Clone)]
+/// Options of a reliable queue handle. The queue's settings (visibility timeout, attempts,
+/// back-off, shards, retentions) are stored in Redis with the queue and shared by every
+/// handle in every process (see [`ReliableSettings`]): a field left `None` uses the stored
+/// value; a named one must match it, or the handle's first call fails with
+/// [`Error::InvalidArgument`] naming the difference, unless `update_settings` is set.
+/// The first handle to open a queue stores what it names and the defaults for the rest.
+#[derive(Debug, Clone, Default)]
 pub struct ReliableQueueOptions {
-    /// How long a received message stays invisible before it is delivered again unless
-    /// acked or nacked (default 30 s).
-    pub visibility_timeout: Duration,
+    /// How long a received message stays invisible (its lease) before it is delivered
+    /// again unless acked, nacked or extended (default 30 s).
+    pub visibility_timeout: Option<Duration>,
     /// Deliveries before a message goes to the dead letters (default 5, at most 255).
-    pub max_attempts: u32,
+    pub max_attempts: Option<u32>,
     /// The delay before a retry when `nack` is called without one.
-    pub backoff: Backoff,
+    pub backoff: Option<Backoff>,
+    /// Sub-queues (a power of two, default 1).
+    pub shards: Option<u32>,
+    /// How long dead letters are kept (zero: until requeued or purged, the default).
+    pub dead_letter_retention: Option<Duration>,
+    /// How long acked ids are remembered for de-duplication (zero: not at all, the
+    /// default).
+    pub idempotency_retention: Option<Duration>,
+    /// Overwrite the stored settings with the named ones instead of failing on a
+    /// difference (what `delayq reliable configure` does).
+    pub update_settings: bool,
     /// The transfer task of this handle.
     pub scheduler: SchedulerOptions,
 }
 
-impl Default for ReliableQueueOptions {
-    fn default() -> Self {
-        ReliableQueueOptions {
-            visibility_timeout: Duration::from_secs(30),
-            max_attempts: 5,
-            backoff: Backoff::default(),
-            scheduler: SchedulerOptions::default(),
+impl ReliableQueueOptions {
+    pub(crate) fn validate(&self) -> Result<()> {
+        self.named().validate()
+    }
+
+    fn named(&self) -> NamedSettings {
+        NamedSettings {
+            visibility_timeout: self.visibility_timeout,
+            max_attempts: self.max_attempts,
+            backoff: self.backoff.clone(),
+            shards: self.shards,
+            dead_letter_retention: self.dead_letter_retention,
+            idempotency_retention: self.idempotency_retention,
         }
     }
 }
 
-impl ReliableQueueOptions {
-    pub(crate) fn validate(&self) -> Result<()> {
-        if self.visibility_timeout < Duration::from_millis(1) {
-            return Err(Error::invalid("visibility timeout must be at least 1 ms"));
-        }
-        delay_to_millis(self.visibility_timeout)?;
-        if !(1..=255).contains(&self.max_attempts) {
-            return Err(Error::invalid(format!(
-                "max_attempts must be between 1 and 255, got {}",
-                self.max_attempts
-            )));
-        }
-        self.backoff.validate()
-    }
+/// What [`ReliableQueue::offer_with_outcome`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfferOutcome {
+    /// The message id (the caller's, or a generated one).
+    pub id: String,
+    /// `true` when this call created the message; `false` when a message with this id was
+    /// already waiting, ready, in flight, or acked within the idempotency retention.
+    pub created: bool,
 }
 
 /// Counts of a reliable queue.
@@ -164,8 +188,9 @@ pub struct DeadLetter {
     pub died_at: i64,
 }
 
-/// A received message. Ack it when done, nack it to retry; if neither happens within the
-/// visibility timeout it is delivered again.
+/// A received message. Ack it when done, nack it to retry; if neither happens before its
+/// lease ends ([`Delivery::deadline`], extended with [`Delivery::extend`]) it is delivered
+/// again.
 #[derive(Clone)]
 pub struct Delivery {
     /// The message id (generated, or the caller's).
@@ -176,6 +201,7 @@ pub struct Delivery {
     pub attempt: u32,
     /// When the message came due (server Unix ms).
     pub due_at: i64,
+    deadline: Arc<AtomicI64>,
     receipt: String,
     queue: ReliableQueue,
 }
@@ -186,25 +212,55 @@ impl std::fmt::Debug for Delivery {
             .field("id", &self.id)
             .field("attempt", &self.attempt)
             .field("due_at", &self.due_at)
+            .field("deadline", &self.deadline())
             .field("payload_len", &self.payload.len())
             .finish()
     }
 }
 
 impl Delivery {
-    /// Acknowledges the message: it is done and will not be delivered again. Returns
-    /// false when this delivery had already ended (acked or nacked before, or its
-    /// visibility timeout passed and the message went back to the queue).
-    pub async fn ack(&self) -> Result<bool> {
-        self.queue.ack(&self.receipt, &self.id).await
+    /// When this delivery's lease ends (server Unix ms): past it, the message may be
+    /// handed to another consumer. Moved by [`Delivery::extend`].
+    pub fn deadline(&self) -> i64 {
+        self.deadline.load(Ordering::Relaxed)
     }
 
-    /// Gives the message back for a retry after `delay` (default: the queue's back-off
-    /// for this attempt), or to the dead letters if this was its last attempt. Returns
-    /// false when this delivery had already ended.
+    /// Acknowledges the message: it is done and will not be delivered again. Returns
+    /// false when this delivery had already ended (acked or nacked before, or its lease
+    /// ended and the message went back to the queue): the message may then be processed
+    /// again elsewhere (counted in [`ReliableQueue::lost_leases`]). Works after the handle
+    /// was closed (not after its client was).
+    pub async fn ack(&self) -> Result<bool> {
+        let acked = self
+            .queue
+            .ack_receipts(&[(&self.receipt, &self.id)])
+            .await?;
+        Ok(acked[0])
+    }
+
+    /// Gives the message back for a retry after `delay` (default: the queue's stored
+    /// back-off for this attempt), or to the dead letters if this was its last attempt.
+    /// Returns false when this delivery had already ended.
     pub async fn nack(&self, delay: Option<Duration>) -> Result<bool> {
-        let delay = delay.unwrap_or_else(|| self.queue.inner.opts.backoff.delay_for(self.attempt));
         self.queue.nack(&self.receipt, delay, true).await
+    }
+
+    /// Moves the end of this delivery's lease to `duration` from now (SQS's
+    /// ChangeMessageVisibility: shorter than what is left shortens it). Returns false when
+    /// the lease was already lost (the message was taken back, acked or nacked).
+    pub async fn extend(&self, duration: Duration) -> Result<bool> {
+        self.queue.client_open()?;
+        let ms = delay_to_millis(duration)?;
+        let mut call = self.queue.invocation(&scripts::RELIABLE_LEASE);
+        call.arg("extend").arg(&self.receipt).arg(ms);
+        let ends: Vec<i64> = call.invoke_async(&mut self.queue.commands()).await?;
+        match ends.first() {
+            Some(&at) if at >= 0 => {
+                self.deadline.store(at, Ordering::Relaxed);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Gives the message back untouched: ready again at once, this delivery not counted as
@@ -213,7 +269,7 @@ impl Delivery {
     /// closed handle too.
     pub async fn release(&self) -> Result<bool> {
         self.queue
-            .give_back(&self.receipt, Duration::ZERO, false)
+            .give_back(&self.receipt, Some(Duration::ZERO), false)
             .await
     }
 
@@ -233,6 +289,17 @@ struct QueueInner {
     handle: Handle,
     keys: ReliableKeys,
     opts: ReliableQueueOptions,
+    /// The stored settings, read (or created) by the handle's first call.
+    settings: OnceCell<ReliableSettings>,
+    /// Cancelled by a graceful close: consumers stop receiving.
+    stopping: CancellationToken,
+    /// Acks that found their delivery already ended.
+    lost_leases: AtomicU64,
+    /// Running `consume` calls, and a wake-up for when the last returns.
+    consumers: std::sync::atomic::AtomicUsize,
+    consumers_idle: tokio::sync::Notify,
+    /// Set by `close_gracefully`: until when running handlers may finish.
+    graceful_deadline: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl std::fmt::Debug for ReliableQueue {
@@ -261,12 +328,11 @@ fn random_hex16() -> String {
 }
 
 /// One pass of a reliable queue's transfer script, repeated while it finds a full batch.
+/// The visibility timeout and max attempts are the queue's stored settings.
 pub(crate) async fn transfer_due(
     conn: &mut (impl ConnectionLike + Send),
     keys: &ReliableKeys,
     batch: usize,
-    visibility_ms: u64,
-    max_attempts: u32,
 ) -> Result<TransferOutcome> {
     let mut total = 0;
     loop {
@@ -274,11 +340,7 @@ pub(crate) async fn transfer_due(
         for k in keys.script_keys() {
             call.key(k);
         }
-        call.arg(&keys.prefix)
-            .arg(BUCKET_WIDTH_MS)
-            .arg(batch)
-            .arg(visibility_ms)
-            .arg(max_attempts);
+        call.arg(&keys.prefix).arg(BUCKET_WIDTH_MS).arg(batch);
         let (done, next, now): (u64, i64, i64) = call.invoke_async(conn).await?;
         total += done;
         if done < batch as u64 {
@@ -289,6 +351,33 @@ pub(crate) async fn transfer_due(
             });
         }
     }
+}
+
+/// How often a transfer task removes gone consumers from the group.
+pub(crate) const TIDY_INTERVAL: Duration = Duration::from_secs(60);
+
+/// A consumer with nothing pending that has not read for this long is removed from the
+/// group. A live consumer reads at least every few seconds (long waits are split).
+pub const CONSUMER_IDLE_LIMIT: Duration = Duration::from_secs(600);
+
+/// Removes consumers that hold nothing and have not read for [`CONSUMER_IDLE_LIMIT`].
+pub(crate) async fn remove_idle_consumers(
+    conn: &mut (impl ConnectionLike + Send),
+    keys: &ReliableKeys,
+) -> Result<u64> {
+    let mut call = scripts::RELIABLE_CONSUMERS.prepare_invoke();
+    for k in keys.script_keys() {
+        call.key(k);
+    }
+    call.arg(&keys.prefix)
+        .arg(BUCKET_WIDTH_MS)
+        .arg("idle")
+        .arg(CONSUMER_IDLE_LIMIT.as_millis() as u64);
+    let removed: u64 = call.invoke_async(conn).await?;
+    if removed > 0 {
+        tracing::debug!(queue = %keys.name, removed, "removed idle consumers from the group");
+    }
+    Ok(removed)
 }
 
 impl ReliableQueue {
@@ -303,6 +392,12 @@ impl ReliableQueue {
                 handle: Handle::new(client, scheduler),
                 keys,
                 opts,
+                settings: OnceCell::new(),
+                stopping: CancellationToken::new(),
+                lost_leases: AtomicU64::new(0),
+                consumers: Default::default(),
+                consumers_idle: Default::default(),
+                graceful_deadline: Default::default(),
             }),
         }
     }
@@ -326,6 +421,67 @@ impl ReliableQueue {
         self.inner.handle.check_open()
     }
 
+    /// Ends of deliveries (ack, nack, extend, release) work on a closed handle, so that a
+    /// graceful close can settle what its handlers finished; not on a closed client.
+    fn client_open(&self) -> Result<()> {
+        self.inner.handle.client.check_open()
+    }
+
+    /// The stored settings, created from this handle's options if the queue has none;
+    /// fails when the handle names settings that differ from the stored ones. Read once per
+    /// handle.
+    async fn ensure_settings(&self) -> Result<&ReliableSettings> {
+        self.inner
+            .settings
+            .get_or_try_init(|| async {
+                let mode = if self.inner.opts.update_settings {
+                    "update"
+                } else {
+                    "ensure"
+                };
+                self.load_settings(mode).await
+            })
+            .await
+    }
+
+    async fn load_settings(&self, mode: &str) -> Result<ReliableSettings> {
+        let named = self.inner.opts.named().fields();
+        let mut call = self.invocation(&scripts::RELIABLE_SETTINGS);
+        call.arg(mode).arg(named.len());
+        for (f, v) in named
+            .iter()
+            .chain(ReliableSettings::default().fields().iter())
+        {
+            call.arg(*f).arg(v);
+        }
+        let pairs: Vec<(String, String)> = match call.invoke_async(&mut self.commands()).await {
+            Ok(p) => p,
+            Err(e) if e.to_string().contains("DELAYQSETTINGS") => {
+                let msg = e.to_string();
+                let msg = msg.split("DELAYQSETTINGS").nth(1).unwrap_or(&msg).trim();
+                return Err(Error::invalid(format!(
+                    "{msg} (leave them out to use the stored ones, or update them explicitly)"
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        ReliableSettings::from_fields(&pairs)
+    }
+
+    /// The queue's settings as stored in Redis now (created from this handle's options if
+    /// the queue has none yet).
+    pub async fn settings(&self) -> Result<ReliableSettings> {
+        self.check_open()?;
+        self.ensure_settings().await?;
+        self.load_settings("get").await
+    }
+
+    /// Acks, since this handle was made, that found their delivery already ended: each
+    /// means a handler's work may be done twice (its lease ended before the ack).
+    pub fn lost_leases(&self) -> u64 {
+        self.inner.lost_leases.load(Ordering::Relaxed)
+    }
+
     fn commands(&self) -> impl ConnectionLike + Send + Clone + 'static {
         self.inner.handle.commands()
     }
@@ -340,22 +496,43 @@ impl ReliableQueue {
     }
 
     /// Offers a message due after `delay`; returns its id. With `id`, a message with that
-    /// id still waiting or in flight is not offered twice: the call returns the id and
-    /// leaves the existing message as it is (payload and due time unchanged). Without
-    /// `id`, a unique one is generated.
+    /// id still waiting, ready or in flight (or acked within the idempotency retention) is
+    /// not offered twice: the call returns the id and leaves the existing message as it is
+    /// (payload and due time unchanged). Without `id`, a unique one is generated.
     pub async fn offer(
         &self,
         payload: impl AsRef<[u8]>,
         delay: Duration,
         id: Option<&str>,
     ) -> Result<String> {
-        let mut ids = self.offer_all([(payload, delay, id)]).await?;
-        Ok(ids.remove(0))
+        Ok(self.offer_with_outcome(payload, delay, id).await?.id)
+    }
+
+    /// Like [`ReliableQueue::offer`], and tells whether this call created the message or
+    /// found one with the same id (de-duplicated).
+    pub async fn offer_with_outcome(
+        &self,
+        payload: impl AsRef<[u8]>,
+        delay: Duration,
+        id: Option<&str>,
+    ) -> Result<OfferOutcome> {
+        let mut out = self.offer_all_with_outcome([(payload, delay, id)]).await?;
+        Ok(out.remove(0))
     }
 
     /// Offers many messages in one round trip per thousand; returns their ids in order.
     /// Every argument is checked before anything is sent.
     pub async fn offer_all<'a, P, I>(&self, messages: I) -> Result<Vec<String>>
+    where
+        P: AsRef<[u8]>,
+        I: IntoIterator<Item = (P, Duration, Option<&'a str>)>,
+    {
+        let out = self.offer_all_with_outcome(messages).await?;
+        Ok(out.into_iter().map(|o| o.id).collect())
+    }
+
+    /// [`ReliableQueue::offer_all`], telling for each message whether it was created.
+    pub async fn offer_all_with_outcome<'a, P, I>(&self, messages: I) -> Result<Vec<OfferOutcome>>
     where
         P: AsRef<[u8]>,
         I: IntoIterator<Item = (P, Duration, Option<&'a str>)>,
@@ -369,6 +546,7 @@ impl ReliableQueue {
             }
             checked.push((payload, delay_to_millis(delay)?, id.unwrap_or("")));
         }
+        self.ensure_settings().await?;
         let mut out = Vec::with_capacity(checked.len());
         for chunk in checked.chunks(1000) {
             let mut call = self.invocation(&scripts::RELIABLE_OFFER);
@@ -387,27 +565,32 @@ impl ReliableQueue {
                 .conn
                 .write(&call, &self.inner.keys.ready)
                 .await?;
-            out.extend(rows.into_iter().map(|(id, _)| id));
+            out.extend(rows.into_iter().map(|(id, created)| OfferOutcome {
+                id,
+                created: created == 1,
+            }));
         }
         Ok(out)
     }
 
-    /// Removes a message that has not come due yet; returns whether there was one.
+    /// Removes a message that no consumer has received yet; returns whether there was one.
     pub async fn cancel(&self, id: &str) -> Result<bool> {
         self.check_open()?;
         check_id(id)?;
+        self.ensure_settings().await?;
         let mut call = self.invocation(&scripts::RELIABLE_CANCEL);
         call.arg(id);
         let n: i64 = call.invoke_async(&mut self.commands()).await?;
         Ok(n == 1)
     }
 
-    /// Moves a message that has not come due yet to a new due time, `delay` from now;
-    /// returns whether there was one.
+    /// Moves a message that no consumer has received yet to a new due time, `delay` from
+    /// now; returns whether there was one.
     pub async fn reschedule(&self, id: &str, delay: Duration) -> Result<bool> {
         self.check_open()?;
         check_id(id)?;
         let ms = delay_to_millis(delay)?;
+        self.ensure_settings().await?;
         let mut call = self.invocation(&scripts::RELIABLE_RESCHEDULE);
         call.key(&self.inner.keys.channel).arg(id).arg(ms);
         let at: i64 = call.invoke_async(&mut self.commands()).await?;
@@ -416,14 +599,29 @@ impl ReliableQueue {
 
     /// Receives the next ready message, waiting up to `timeout` (`None`: forever) on the
     /// server. Returns `None` when the time passes. The message stays invisible to other
-    /// consumers until acked, nacked, or its visibility timeout passes.
+    /// consumers until acked or nacked, or until its lease ends
+    /// ([`Delivery::deadline`]).
     ///
     /// Cancel-safe: if the returned future is dropped while the server hands over a
     /// message, the message is given back at once (not counted as an attempt).
     pub async fn receive(&self, timeout: Option<Duration>) -> Result<Option<Delivery>> {
+        Ok(self.receive_many(1, timeout).await?.pop())
+    }
+
+    /// Receives up to `n` ready messages in one round trip, waiting up to `timeout`
+    /// (`None`: forever) for the first. Returns an empty list when the time passes.
+    /// Cancel-safe like [`ReliableQueue::receive`].
+    pub async fn receive_many(&self, n: usize, timeout: Option<Duration>) -> Result<Vec<Delivery>> {
         self.check_open()?;
+        if n == 0 || n > MAX_RECEIVE {
+            return Err(Error::invalid(format!(
+                "receive_many takes 1 to {MAX_RECEIVE} messages, got {n}"
+            )));
+        }
+        let visibility = self.ensure_settings().await?.visibility_timeout;
         let queue = self.clone();
-        self.inner
+        let got = self
+            .inner
             .handle
             .blocking(
                 "receive",
@@ -432,30 +630,52 @@ impl ReliableQueue {
                     let queue = queue.clone();
                     async move {
                         let block_ms = wait.as_millis().clamp(1, u64::MAX as u128) as u64;
-                        let mut reply = read_group(&mut conn, &queue, block_ms).await;
+                        let mut reply = read_group(&mut conn, &queue, n, block_ms).await;
                         if matches!(&reply, Err(e) if e.to_string().contains("NOGROUP")) {
                             reply = match create_group(&mut conn, &queue.inner.keys.ready).await {
-                                Ok(()) => read_group(&mut conn, &queue, block_ms).await,
+                                Ok(()) => read_group(&mut conn, &queue, n, block_ms).await,
                                 Err(e) => Err(e),
                             };
+                        }
+                        if let Ok(Some(deliveries)) = &reply {
+                            start_leases(&mut conn, &queue, deliveries, visibility).await;
                         }
                         (conn, reply)
                     }
                 },
-                |delivery: Delivery| async move {
-                    if let Err(e) = delivery.release().await {
-                        tracing::warn!(queue = %delivery.queue.name(), error = %e, "could not give back an abandoned delivery; it returns after the visibility timeout");
+                |deliveries: Vec<Delivery>| async move {
+                    for delivery in deliveries {
+                        if let Err(e) = delivery.release().await {
+                            tracing::warn!(queue = %delivery.queue.name(), error = %e, "could not give back an abandoned delivery; it returns after its lease ends");
+                        }
                     }
                 },
             )
-            .await
+            .await?;
+        Ok(got.unwrap_or_default())
     }
 
-    async fn ack(&self, receipt: &str, id: &str) -> Result<bool> {
-        self.check_open()?;
+    /// Acks many deliveries in one round trip; returns, for each, whether its lease was
+    /// still held (see [`Delivery::ack`]).
+    pub async fn ack_many(&self, deliveries: &[Delivery]) -> Result<Vec<bool>> {
+        let pairs: Vec<(&str, &str)> = deliveries
+            .iter()
+            .map(|d| (d.receipt.as_str(), d.id.as_str()))
+            .collect();
+        let mut out = Vec::with_capacity(pairs.len());
+        for chunk in pairs.chunks(1000) {
+            out.extend(self.ack_receipts(chunk).await?);
+        }
+        Ok(out)
+    }
+
+    async fn ack_receipts(&self, pairs: &[(&str, &str)]) -> Result<Vec<bool>> {
+        self.client_open()?;
         let mut call = self.invocation(&scripts::RELIABLE_ACK);
-        call.arg(receipt).arg(id);
-        let n: i64 = self
+        for (receipt, id) in pairs {
+            call.arg(*receipt).arg(*id);
+        }
+        let acked: Vec<i64> = self
             .inner
             .handle
             .client
@@ -463,23 +683,43 @@ impl ReliableQueue {
             .conn
             .write(&call, &self.inner.keys.ready)
             .await?;
-        Ok(n == 1)
+        let acked: Vec<bool> = acked.into_iter().map(|n| n == 1).collect();
+        let lost = acked.iter().filter(|a| !**a).count() as u64;
+        if lost > 0 {
+            self.inner.lost_leases.fetch_add(lost, Ordering::Relaxed);
+            tracing::warn!(queue = %self.name(), lost, "acks found their delivery already ended (lease lost): that work may be done again");
+        }
+        Ok(acked)
     }
 
-    async fn nack(&self, receipt: &str, delay: Duration, count_attempt: bool) -> Result<bool> {
-        self.check_open()?;
+    async fn nack(
+        &self,
+        receipt: &str,
+        delay: Option<Duration>,
+        count_attempt: bool,
+    ) -> Result<bool> {
+        self.client_open()?;
         self.give_back(receipt, delay, count_attempt).await
     }
 
     /// Ends a delivery with a retry (or burial), even on a closed handle: used to return
-    /// a delivery nobody waits for any more.
-    async fn give_back(&self, receipt: &str, delay: Duration, count_attempt: bool) -> Result<bool> {
-        let ms = delay_to_millis(delay)?;
+    /// a delivery nobody waits for any more. `delay` `None`: the stored back-off.
+    async fn give_back(
+        &self,
+        receipt: &str,
+        delay: Option<Duration>,
+        count_attempt: bool,
+    ) -> Result<bool> {
+        let ms: i64 = match delay {
+            Some(d) => delay_to_millis(d)? as i64,
+            None => -1,
+        };
+        let jitter = 0.5 + rand::random::<f64>() * 0.5;
         let mut call = self.invocation(&scripts::RELIABLE_NACK);
         call.key(&self.inner.keys.channel)
             .arg(receipt)
             .arg(ms)
-            .arg(self.inner.opts.max_attempts)
+            .arg(format!("{jitter:.4}"))
             .arg(if count_attempt { "1" } else { "0" });
         let n: i64 = call.invoke_async(&mut self.commands()).await?;
         Ok(n != 0)
@@ -488,6 +728,7 @@ impl ReliableQueue {
     /// Counts of delayed, ready, in-flight and dead messages.
     pub async fn stats(&self) -> Result<ReliableStats> {
         self.check_open()?;
+        self.ensure_settings().await?;
         let (delayed, ready, in_flight, dead): (u64, u64, u64, u64) = self
             .invocation(&scripts::RELIABLE_STATS)
             .invoke_async(&mut self.commands())
@@ -503,6 +744,7 @@ impl ReliableQueue {
     /// Up to `limit` messages from the dead letters (in no particular order).
     pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>> {
         self.check_open()?;
+        self.ensure_settings().await?;
         let mut call = self.invocation(&scripts::RELIABLE_DEAD);
         call.arg("list").arg(limit);
         let rows: Vec<(String, u32, i64, Vec<u8>)> =
@@ -522,6 +764,7 @@ impl ReliableQueue {
     /// ids, or all of them with `None`. Returns how many were requeued.
     pub async fn requeue_dead(&self, ids: Option<&[String]>) -> Result<u64> {
         self.check_open()?;
+        self.ensure_settings().await?;
         let mut total = 0;
         match ids {
             Some(ids) => {
@@ -554,100 +797,51 @@ impl ReliableQueue {
     /// Deletes every dead letter; returns how many there were.
     pub async fn purge_dead(&self) -> Result<u64> {
         self.check_open()?;
+        self.ensure_settings().await?;
         let mut call = self.invocation(&scripts::RELIABLE_DEAD);
         call.arg("purge");
         Ok(call.invoke_async(&mut self.commands()).await?)
     }
 
-    /// Runs `handler` on received messages, `concurrency` at a time: acks each message
-    /// whose handler returns `Ok`, nacks (with the back-off) each that returns `Err` or
-    /// panics. Returns when the handle or its client is closed.
-    pub async fn consume<F, Fut, E>(&self, handler: F, concurrency: usize) -> Result<()>
-    where
-        F: Fn(Delivery) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
-        E: std::fmt::Display + Send + 'static,
-    {
-        if concurrency == 0 {
-            return Err(Error::invalid("concurrency must be at least 1"));
-        }
-        self.check_open()?;
-        let handler = Arc::new(handler);
-        let mut workers = tokio::task::JoinSet::new();
-        for _ in 0..concurrency {
-            let (queue, handler) = (self.clone(), handler.clone());
-            workers.spawn(async move { queue.consume_loop(&*handler).await });
-        }
-        let mut result = Ok(());
-        while let Some(r) = workers.join_next().await {
-            if let Ok(Err(e)) = r {
-                result = Err(e);
-            }
-        }
-        result
-    }
-
-    async fn consume_loop<F, Fut, E>(&self, handler: &F) -> Result<()>
-    where
-        F: Fn(Delivery) -> Fut,
-        Fut: Future<Output = std::result::Result<(), E>> + Send,
-        E: std::fmt::Display,
-    {
-        let mut pause = Duration::from_millis(50);
-        loop {
-            let delivery = match self.receive(Some(Duration::from_secs(1))).await {
-                Ok(Some(d)) => d,
-                Ok(None) => continue,
-                Err(e) if e.kind() == crate::ErrorKind::Closed => return Ok(()),
-                Err(e) => {
-                    tracing::warn!(queue = %self.name(), error = %e, "receive failed; retrying");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(2));
-                    continue;
-                }
-            };
-            pause = Duration::from_millis(50);
-            let outcome = std::panic::AssertUnwindSafe(handler(delivery.clone()))
-                .catch_unwind()
-                .await;
-            let settled = match outcome {
-                Ok(Ok(())) => delivery.ack().await,
-                Ok(Err(e)) => {
-                    tracing::info!(queue = %self.name(), id = %delivery.id, attempt = delivery.attempt, error = %e, "handler failed; nacking");
-                    delivery.nack(None).await
-                }
-                Err(_) => {
-                    tracing::warn!(queue = %self.name(), id = %delivery.id, "handler panicked; nacking");
-                    delivery.nack(None).await
-                }
-            };
-            match settled {
-                Err(e) if e.kind() == crate::ErrorKind::Closed => return Ok(()),
-                Err(e) => {
-                    tracing::warn!(queue = %self.name(), error = %e, "could not settle a delivery; it returns after the visibility timeout")
-                }
-                Ok(_) => {}
-            }
-        }
-    }
-
     /// Runs the transfer script now (promote, make ready, take back expired deliveries).
     pub async fn transfer_now(&self) -> Result<TransferOutcome> {
         self.check_open()?;
+        self.ensure_settings().await?;
         transfer_due(
             &mut self.commands(),
             &self.inner.keys,
             self.inner.opts.scheduler.batch_size,
-            self.inner.opts.visibility_timeout.as_millis() as u64,
-            self.inner.opts.max_attempts,
         )
         .await
     }
 
-    /// Closes this handle: stops its share of the transfer task and fails later calls
-    /// (and a pending `receive`) with [`Error::Closed`]. Idempotent.
+    /// Closes this handle at once: stops its share of the transfer task and fails later
+    /// calls (and a pending `receive`) with [`Error::Closed`]; deliveries already received
+    /// can still be acked or nacked. Idempotent. See also [`ReliableQueue::close_gracefully`].
     pub fn close(&self) {
+        if self.inner.handle.is_closed() {
+            return;
+        }
+        self.inner.stopping.cancel();
         self.inner.handle.close();
+        self.leave_group();
+    }
+
+    /// Removes this client's consumer from the group if it holds no delivery, so that
+    /// processes that come and go do not grow the group (see [`CONSUMER_IDLE_LIMIT`] for
+    /// the rest).
+    fn leave_group(&self) {
+        if self.inner.handle.client.is_closed() || self.inner.settings.get().is_none() {
+            return;
+        }
+        let queue = self.clone();
+        self.inner.handle.runtime().spawn(async move {
+            let mut call = queue.invocation(&scripts::RELIABLE_CONSUMERS);
+            call.arg("leave").arg(queue.inner.handle.client.consumer_name());
+            if let Err(e) = call.invoke_async::<u64>(&mut queue.commands()).await {
+                tracing::debug!(queue = %queue.name(), error = %e, "could not leave the consumer group");
+            }
+        });
     }
 }
 
@@ -670,14 +864,15 @@ async fn create_group(conn: &mut (impl ConnectionLike + Send), stream: &str) -> 
 async fn read_group(
     conn: &mut (impl ConnectionLike + Send),
     queue: &ReliableQueue,
+    count: usize,
     block_ms: u64,
-) -> Result<Option<Delivery>> {
+) -> Result<Option<Vec<Delivery>>> {
     let reply: Value = redis::cmd("XREADGROUP")
         .arg("GROUP")
         .arg(GROUP)
         .arg(queue.inner.handle.client.consumer_name())
         .arg("COUNT")
-        .arg(1)
+        .arg(count)
         .arg("BLOCK")
         .arg(block_ms)
         .arg("STREAMS")
@@ -685,13 +880,48 @@ async fn read_group(
         .arg(">")
         .query_async(conn)
         .await?;
-    parse_read(reply, queue)
+    let deliveries = parse_read(reply, queue)?;
+    Ok((!deliveries.is_empty()).then_some(deliveries))
 }
 
-/// Parses an XREADGROUP reply of at most one entry (RESP2 array or RESP3 map).
-fn parse_read(reply: Value, queue: &ReliableQueue) -> Result<Option<Delivery>> {
+/// Starts the leases of deliveries just received (server clock) and sets their deadlines.
+/// If that call fails the deliveries stand (a delivery with no recorded lease is taken
+/// back by its idle time); their deadlines are then the client's estimate.
+async fn start_leases(
+    conn: &mut (impl ConnectionLike + Send),
+    queue: &ReliableQueue,
+    deliveries: &[Delivery],
+    visibility: Duration,
+) {
+    let mut call = queue.invocation(&scripts::RELIABLE_LEASE);
+    call.arg("start");
+    for d in deliveries {
+        call.arg(&d.receipt);
+    }
+    match call.invoke_async::<Vec<i64>>(conn).await {
+        Ok(ends) => {
+            for (d, at) in deliveries.iter().zip(ends) {
+                d.deadline.store(at, Ordering::Relaxed);
+            }
+        }
+        Err(e) => {
+            tracing::warn!(queue = %queue.name(), error = %e, "could not record delivery leases; they end by idle time");
+            let estimate = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                + visibility;
+            for d in deliveries {
+                d.deadline
+                    .store(estimate.as_millis() as i64, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Parses an XREADGROUP reply (RESP2 array or RESP3 map) into deliveries.
+fn parse_read(reply: Value, queue: &ReliableQueue) -> Result<Vec<Delivery>> {
     let streams = match reply {
-        Value::Nil => return Ok(None),
+        Value::Nil => return Ok(Vec::new()),
         Value::Array(streams) => streams
             .into_iter()
             .filter_map(|s| match s {
@@ -707,34 +937,37 @@ fn parse_read(reply: Value, queue: &ReliableQueue) -> Result<Option<Delivery>> {
         }
     };
     let Some(Value::Array(entries)) = streams.into_iter().next() else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
-    let Some(Value::Array(entry)) = entries.into_iter().next() else {
-        return Ok(None);
-    };
-    let mut entry = entry.into_iter();
-    let receipt: String = redis::from_redis_value(entry.next().unwrap_or(Value::Nil))
-        .map_err(|e| Error::Server(format!("bad stream entry id: {e}")))?;
-    let fields: Vec<(String, Vec<u8>)> =
-        redis::from_redis_value(entry.next().unwrap_or(Value::Nil))
-            .map_err(|e| Error::Server(format!("bad stream entry: {e}")))?;
-    let mut delivery = Delivery {
-        id: String::new(),
-        payload: Vec::new(),
-        attempt: 1,
-        due_at: 0,
-        receipt,
-        queue: queue.clone(),
-    };
-    for (k, v) in fields {
-        let text = || String::from_utf8_lossy(&v).into_owned();
-        match k.as_str() {
-            "i" => delivery.id = text(),
-            "a" => delivery.attempt = text().parse::<u32>().unwrap_or(0) + 1,
-            "d" => delivery.due_at = text().parse().unwrap_or(0),
-            "p" => delivery.payload = v,
-            _ => {}
+    let mut out = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let Value::Array(entry) = entry else { continue };
+        let mut entry = entry.into_iter();
+        let receipt: String = redis::from_redis_value(entry.next().unwrap_or(Value::Nil))
+            .map_err(|e| Error::Server(format!("bad stream entry id: {e}")))?;
+        let fields: Vec<(String, Vec<u8>)> =
+            redis::from_redis_value(entry.next().unwrap_or(Value::Nil))
+                .map_err(|e| Error::Server(format!("bad stream entry: {e}")))?;
+        let mut delivery = Delivery {
+            id: String::new(),
+            payload: Vec::new(),
+            attempt: 1,
+            due_at: 0,
+            deadline: Arc::new(AtomicI64::new(0)),
+            receipt,
+            queue: queue.clone(),
+        };
+        for (k, v) in fields {
+            let text = || String::from_utf8_lossy(&v).into_owned();
+            match k.as_str() {
+                "i" => delivery.id = text(),
+                "a" => delivery.attempt = text().parse::<u32>().unwrap_or(0) + 1,
+                "d" => delivery.due_at = text().parse().unwrap_or(0),
+                "p" => delivery.payload = v,
+                _ => {}
+            }
         }
+        out.push(delivery);
     }
-    Ok(Some(delivery))
+    Ok(out)
 }

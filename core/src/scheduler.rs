@@ -96,10 +96,11 @@ pub(crate) async fn transfer_due(
 #[derive(Clone)]
 pub(crate) enum Job {
     Delayed(DelayedKeys),
+    /// The visibility timeout and max attempts come from the queue's stored settings.
     Reliable {
         keys: ReliableKeys,
-        visibility_ms: u64,
-        max_attempts: u32,
+        /// When idle consumers were last removed from the group.
+        tidied: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
     },
 }
 
@@ -127,19 +128,21 @@ impl Job {
     ) -> Result<TransferOutcome> {
         match self {
             Job::Delayed(keys) => transfer_due(conn, keys, batch).await,
-            Job::Reliable {
-                keys,
-                visibility_ms,
-                max_attempts,
-            } => {
-                crate::reliable_queue::transfer_due(
-                    conn,
-                    keys,
-                    batch,
-                    *visibility_ms,
-                    *max_attempts,
-                )
-                .await
+            Job::Reliable { keys, tidied } => {
+                let outcome = crate::reliable_queue::transfer_due(conn, keys, batch).await?;
+                let due = {
+                    let mut last = tidied.lock().expect("tidy lock");
+                    let due =
+                        last.is_none_or(|t| t.elapsed() >= crate::reliable_queue::TIDY_INTERVAL);
+                    if due {
+                        *last = Some(tokio::time::Instant::now());
+                    }
+                    due
+                };
+                if due {
+                    crate::reliable_queue::remove_idle_consumers(conn, keys).await?;
+                }
+                Ok(outcome)
             }
         }
     }

@@ -43,6 +43,9 @@ reliable_script!(RELIABLE_CANCEL, "reliable_cancel.lua");
 reliable_script!(RELIABLE_RESCHEDULE, "reliable_reschedule.lua");
 reliable_script!(RELIABLE_STATS, "reliable_stats.lua");
 reliable_script!(RELIABLE_DEAD, "reliable_dead.lua");
+reliable_script!(RELIABLE_SETTINGS, "reliable_settings.lua");
+reliable_script!(RELIABLE_LEASE, "reliable_lease.lua");
+reliable_script!(RELIABLE_CONSUMERS, "reliable_consumers.lua");
 
 /// The source of the offer script, for benchmarks that run it through `redis-benchmark`.
 pub fn offer_script_source() -> String {

@@ -16,9 +16,9 @@ const WAIT: Option<Duration> = Some(Duration::from_secs(5));
 
 fn opts(visibility_ms: u64, max_attempts: u32) -> ReliableQueueOptions {
     ReliableQueueOptions {
-        visibility_timeout: Duration::from_millis(visibility_ms),
-        max_attempts,
-        backoff: Backoff::Schedule(vec![Duration::from_millis(50)]),
+        visibility_timeout: Some(Duration::from_millis(visibility_ms)),
+        max_attempts: Some(max_attempts),
+        backoff: Some(Backoff::Schedule(vec![Duration::from_millis(50)])),
         ..Default::default()
     }
 }
@@ -350,7 +350,10 @@ async fn nack_waits_for_the_back_off_schedule() {
     let server = RedisServer::start();
     let c = Client::connect(&server.url()).await.unwrap();
     let o = ReliableQueueOptions {
-        backoff: Backoff::Schedule(vec![Duration::from_millis(400), Duration::from_millis(800)]),
+        backoff: Some(Backoff::Schedule(vec![
+            Duration::from_millis(400),
+            Duration::from_millis(800),
+        ])),
         ..opts(30_000, 5)
     };
     let q = c.reliable_queue("backoff", o).unwrap();
@@ -576,7 +579,7 @@ async fn bad_arguments_are_refused_before_reaching_redis() {
         );
     }
     let empty = ReliableQueueOptions {
-        backoff: Backoff::Schedule(vec![]),
+        backoff: Some(Backoff::Schedule(vec![])),
         ..opts(1000, 5)
     };
     assert_eq!(

@@ -1,12 +1,24 @@
--- Acknowledge a delivery: the message is done.
+-- Acknowledge deliveries: their messages are done.
 -- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua.
--- ARGV[3] stream entry id of the delivery, ARGV[4] message id
--- Returns 1, or 0 when the delivery was no longer pending (already acked, or taken back
--- after its visibility timeout and delivered again).
-if redis.call('EXISTS', READY) == 0 then return 0 end
-if redis.call('XACK', READY, GROUP, ARGV[3]) == 0 then return 0 end
-redis.call('XDEL', READY, ARGV[3])
--- The id's entry says where this delivery was ('r<sid>'); while it was pending no other
--- message could hold the id (offers of it were de-duplicated).
-redis.call('HDEL', IDS, ARGV[4])
-return 1
+-- ARGV[3..] pairs: stream entry id of a delivery, message id
+-- Returns per pair 1, or 0 when the delivery was no longer pending (already acked, or
+-- taken back after its lease ended and delivered again).
+local err = wrong_type(READY, 'stream', IDS, 'hash', LEASES, 'zset', ACKED, 'zset')
+if err then return err end
+local now = now_ms()
+local out = {}
+local live = redis.call('EXISTS', READY) == 1
+for i = 3, #ARGV, 2 do
+  local sid, id = ARGV[i], ARGV[i + 1]
+  if live and redis.call('XACK', READY, GROUP, sid) == 1 then
+    redis.call('XDEL', READY, sid)
+    redis.call('ZREM', LEASES, sid)
+    -- The id's entry says where this delivery was ('r<sid>'); while it was pending no
+    -- other message could hold the id (offers of it were de-duplicated).
+    forget_id(id, now)
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out

@@ -3,7 +3,11 @@
 -- ARGV[3] 'list' | 'requeue' | 'purge'; for 'list' ARGV[4] limit; for 'requeue' ARGV[4..]
 -- ids, or none for up to 1000 of them.
 -- Returns for 'list' {{id, attempts, died at ms, payload}, ...}; else the count affected.
-local err = wrong_type(READY, 'stream', IDS, 'hash', DEAD, 'hash')
+-- An id that died more than once has one dead letter per death ('<id>\xff<ms>' for the
+-- earlier ones); requeue takes the latest, and never an id that is alive again (waiting,
+-- ready or in flight: requeueing it would make two messages of one id).
+local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
+  META, 'hash', DEAD_UNTIL, 'zset')
 if err then return err end
 local op = ARGV[3]
 local function each_dead(limit, fn)
@@ -27,7 +31,8 @@ if op == 'list' then
   local out = {}
   each_dead(tonumber(ARGV[4]), function(id, packed)
     local attempts, flags, died, payload = unpack_dead(packed)
-    out[#out + 1] = {id, attempts, ms_string(died), payload}
+    local real = string.match(id, '^(.*)\255%d+$') or id
+    out[#out + 1] = {real, attempts, ms_string(died), payload}
   end)
   return out
 elseif op == 'requeue' then
@@ -36,14 +41,20 @@ elseif op == 'requeue' then
   if #ARGV >= 4 then
     for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
   else
-    each_dead(1000, function(id) ids[#ids + 1] = id end)
+    each_dead(1000, function(id)
+      if not string.find(id, '\255') then ids[#ids + 1] = id end
+    end)
   end
   local n = 0
   for _, id in ipairs(ids) do
     local packed = redis.call('HGET', DEAD, id)
-    if packed then
+    local alive = redis.call('HGET', IDS, id)
+    if packed and alive and alive ~= 'a' then
+      redis.log(redis.LOG_NOTICE, 'delayq: dead letter ' .. id .. ' not requeued: a live message has its id')
+    elseif packed then
       local attempts, flags, died, payload = unpack_dead(packed)
       redis.call('HDEL', DEAD, id)
+      redis.call('ZREM', DEAD_UNTIL, id)
       make_ready(id, flags, 0, now, payload)
       n = n + 1
     end
@@ -51,7 +62,7 @@ elseif op == 'requeue' then
   return n
 elseif op == 'purge' then
   local n = redis.call('HLEN', DEAD)
-  redis.call('DEL', DEAD)
+  redis.call('DEL', DEAD, DEAD_UNTIL)
   return n
 end
 return redis.error_reply('ERR unknown dead-letter operation')

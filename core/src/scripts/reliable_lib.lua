@@ -24,6 +24,54 @@ local PREFIX = ARGV[1]
 local WIDTH = tonumber(ARGV[2])
 local GROUP = 'delayq'
 local INDEXED = 1
+-- Keys every script may compute (same hash tag as the declared ones).
+local SETTINGS = PREFIX .. 'settings'   -- hash: the queue's settings (reliable_settings.lua)
+local LEASES = PREFIX .. 'leases'       -- zset: stream entry id of a delivery -> lease end ms
+local ACKED = PREFIX .. 'acked'         -- zset: acked id kept for de-duplication -> forget ms
+local DEAD_UNTIL = PREFIX .. 'dead_until' -- zset: dead letter -> when the retention ends
+
+-- The queue's settings, stored with it. Defaults mirror ReliableSettings::default() in
+-- core/src/reliable_queue/settings.rs (a test checks that they agree); they apply only
+-- when the settings hash is gone (deleted, or lost with a server without persistence).
+local DEFAULT_SETTINGS = {
+  visibility_ms = 30000,
+  max_attempts = 5,
+  backoff = 'exponential 1000 600000',
+  shards = 1,
+  dead_letter_retention_ms = 0,
+  idempotency_retention_ms = 0,
+}
+
+local settings_cache = nil
+local function settings()
+  if settings_cache then return settings_cache end
+  local s = {}
+  for k, v in pairs(DEFAULT_SETTINGS) do s[k] = v end
+  if redis.call('TYPE', SETTINGS)['ok'] == 'hash' then
+    local kv = redis.call('HGETALL', SETTINGS)
+    for i = 1, #kv, 2 do
+      local n = tonumber(kv[i + 1])
+      if n and kv[i] ~= 'backoff' then s[kv[i]] = n else s[kv[i]] = kv[i + 1] end
+    end
+  end
+  settings_cache = s
+  return s
+end
+
+-- The delay (ms) before retrying after failed attempt number `attempt` (1 for the first),
+-- by the stored back-off; `jitter` in [0.5, 1] scales an exponential delay (the client
+-- draws it: a script's random numbers are not random).
+local function backoff_ms(attempt, jitter)
+  local words = {}
+  for w in string.gmatch(settings().backoff, '%S+') do words[#words + 1] = w end
+  if words[1] == 'schedule' then
+    local i = math.min(math.max(attempt, 1), #words - 1)
+    return tonumber(words[i + 1])
+  end
+  local base, max = tonumber(words[2]) or 1000, tonumber(words[3]) or 600000
+  local full = math.min(base * 2 ^ math.min(math.max(attempt - 1, 0), 40), max)
+  return math.floor(full * jitter)
+end
 
 local function bucket_key(bucket)
   return PREFIX .. 'b:' .. string.format('%x', bucket)
@@ -159,6 +207,7 @@ local function finish_delivery(sid)
   local fields = stream_fields(sid)
   redis.call('XACK', READY, GROUP, sid)
   redis.call('XDEL', READY, sid)
+  redis.call('ZREM', LEASES, sid)
   return fields
 end
 
@@ -177,9 +226,33 @@ local function take_ready(id)
   return fields
 end
 
+-- Buries a message in the dead letters under its id. An earlier dead letter of the same id
+-- is kept, renamed '<id>\xff<its time of death in ms>', so a second death loses nothing.
 local function bury(id, flags, attempts, payload, now)
+  local retention = settings().dead_letter_retention_ms
+  local earlier = redis.call('HGET', DEAD, id)
+  if earlier then
+    local _, _, died_at = struct.unpack('BBd', earlier)
+    -- Byte 0xFF never occurs in UTF-8, so no id can look like a renamed one.
+    local renamed = id .. '\255' .. ms_string(died_at)
+    redis.call('HSET', DEAD, renamed, earlier)
+    if retention > 0 then redis.call('ZADD', DEAD_UNTIL, died_at + retention, renamed) end
+  end
   redis.call('HSET', DEAD, id, struct.pack('BBd', attempts, flags, now) .. payload)
   redis.call('HDEL', IDS, id)
+  if retention > 0 then redis.call('ZADD', DEAD_UNTIL, now + retention, id) end
+end
+
+-- Forgets a finished id, or keeps it for the idempotency retention so that an offer of it
+-- is still de-duplicated ('a' in ids: acked).
+local function forget_id(id, now)
+  local retention = settings().idempotency_retention_ms
+  if retention > 0 then
+    redis.call('HSET', IDS, id, 'a')
+    redis.call('ZADD', ACKED, now + retention, id)
+  else
+    redis.call('HDEL', IDS, id)
+  end
 end
 
 -- The next time the transfer task has work: the first due time in 'near', or the time the

@@ -1,11 +1,18 @@
 -- Counts of a reliable queue.
 -- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua.
--- Returns {delayed, ready, in flight, dead}.
+-- Returns {delayed, ready, in flight, dead}. The group's pending count comes from
+-- XINFO GROUPS, which does not walk the consumers.
+local err = wrong_type(READY, 'stream', DEAD, 'hash', META, 'hash')
+if err then return err end
 local delayed = tonumber(redis.call('HGET', META, 'delayed') or '0')
 local ready, inflight = 0, 0
 if redis.call('EXISTS', READY) == 1 then
   local total = redis.call('XLEN', READY)
-  inflight = redis.call('XPENDING', READY, GROUP)[1]
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', READY)) do
+    local f = {}
+    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+    if f['name'] == GROUP then inflight = tonumber(f['pending']) end
+  end
   ready = total - inflight
 end
 return {delayed, ready, inflight, redis.call('HLEN', DEAD)}

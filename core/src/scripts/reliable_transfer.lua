@@ -2,13 +2,15 @@
 -- messages ready, and take back deliveries whose visibility timeout passed (redelivered
 -- with one more attempt, or buried in the dead letters after the last one).
 -- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua.
--- ARGV[3] batch size, ARGV[4] visibility timeout ms, ARGV[5] max attempts
+-- ARGV[3] batch size. The visibility timeout and max attempts are the queue's stored
+-- settings (reliable_settings.lua), whichever process runs the pass.
 -- Returns {work done, next wake time in server ms or -1, server now in ms}.
-local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash', META, 'hash')
+local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
+  META, 'hash', LEASES, 'zset', ACKED, 'zset', DEAD_UNTIL, 'zset')
 if err then return err end
 local batch = tonumber(ARGV[3])
-local visibility = tonumber(ARGV[4])
-local max_attempts = tonumber(ARGV[5])
+local visibility = settings().visibility_ms
+local max_attempts = settings().max_attempts
 local now = now_ms()
 local done = 0
 
@@ -48,36 +50,57 @@ for i = 1, #due, 2 do
 end
 done = done + #due / 2
 
--- 3. Deliveries past their visibility timeout come back. The pending list is in delivery
--- order (a redelivery is a new stream entry), so when its oldest entry has not expired,
--- none has, and the scan is skipped.
+-- 3. Deliveries whose lease ended come back: those with a lease in LEASES by its end,
+-- and those without one (a consumer that died between XREADGROUP and recording the
+-- lease) by their idle time in the pending list.
+local function take_back(sid)
+  local claimed = redis.call('XCLAIM', READY, GROUP, 'delayq-reaper', 0, sid)
+  redis.call('XACK', READY, GROUP, sid)
+  redis.call('XDEL', READY, sid)
+  redis.call('ZREM', LEASES, sid)
+  local kv = claimed[1] and claimed[1][2]
+  if kv then
+    local f = {}
+    for i = 1, #kv, 2 do f[kv[i]] = kv[i + 1] end
+    local attempts = tonumber(f['a']) + 1
+    if attempts >= max_attempts then
+      bury(f['i'], tonumber(f['f']), attempts, f['p'], now)
+    else
+      make_ready(f['i'], tonumber(f['f']), attempts, tonumber(f['d']), f['p'])
+    end
+  end
+  done = done + 1
+end
 local wake = next_wake()
 if redis.call('EXISTS', READY) == 1 then
-  local oldest = redis.call('XPENDING', READY, GROUP, '-', '+', 1)
-  if oldest[1] and tonumber(oldest[1][3]) >= visibility then
-    local claimed = redis.call('XAUTOCLAIM', READY, GROUP, 'delayq-reaper', visibility, '0-0', 'COUNT', math.min(batch, 100))
-    for _, row in ipairs(claimed[2]) do
-      local sid, kv = row[1], row[2]
-      redis.call('XACK', READY, GROUP, sid)
-      redis.call('XDEL', READY, sid)
-      if kv then
-        local f = {}
-        for i = 1, #kv, 2 do f[kv[i]] = kv[i + 1] end
-        local attempts = tonumber(f['a']) + 1
-        if attempts >= max_attempts then
-          bury(f['i'], tonumber(f['f']), attempts, f['p'], now)
-        else
-          make_ready(f['i'], tonumber(f['f']), attempts, tonumber(f['d']), f['p'])
-        end
-        done = done + 1
-      end
+  for _, sid in ipairs(redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'LIMIT', 0, batch)) do
+    if is_pending(sid) then take_back(sid) else redis.call('ZREM', LEASES, sid) end
+  end
+  local unleased = redis.call('XPENDING', READY, GROUP, 'IDLE', visibility, '-', '+', math.min(batch, 100))
+  for _, row in ipairs(unleased) do
+    if not redis.call('ZSCORE', LEASES, row[1]) then take_back(row[1]) end
+  end
+  -- Wake again when the next lease ends (or, with none, an unleased delivery expires).
+  local first = redis.call('ZRANGE', LEASES, 0, 0, 'WITHSCORES')
+  if first[1] then
+    local ends = tonumber(first[2])
+    if wake < 0 or ends < wake then wake = ends end
+  elseif redis.call('XPENDING', READY, GROUP)[1] > 0 then
+    local oldest = redis.call('XPENDING', READY, GROUP, '-', '+', 1)
+    if oldest[1] then
+      local expires = now + math.max(visibility - tonumber(oldest[1][3]), 0)
+      if wake < 0 or expires < wake then wake = expires end
     end
-    oldest = redis.call('XPENDING', READY, GROUP, '-', '+', 1)
   end
-  -- Wake again when the oldest delivery still pending would expire.
-  if oldest[1] then
-    local expires = now + math.max(visibility - tonumber(oldest[1][3]), 0)
-    if wake < 0 or expires < wake then wake = expires end
-  end
+end
+
+-- 4. Retention: acked ids kept for de-duplication, and dead letters, whose time is up.
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', ACKED, '-inf', now, 'LIMIT', 0, batch)) do
+  if redis.call('HGET', IDS, id) == 'a' then redis.call('HDEL', IDS, id) end
+  redis.call('ZREM', ACKED, id)
+end
+for _, field in ipairs(redis.call('ZRANGEBYSCORE', DEAD_UNTIL, '-inf', now, 'LIMIT', 0, batch)) do
+  redis.call('HDEL', DEAD, field)
+  redis.call('ZREM', DEAD_UNTIL, field)
 end
 return {done, wake, now}

@@ -1,0 +1,308 @@
+//! [`ReliableQueue::consume`] and [`ReliableQueue::close_gracefully`].
+//!
+//! One consume call runs a receiver and `concurrency` workers:
+//! - the receiver keeps a buffer of up to `concurrency` deliveries filled with
+//!   `receive_many`, so that workers never wait a round trip for their next message and
+//!   one round trip brings many (prefetch);
+//! - a worker runs the handler on one delivery at a time and, while it runs, extends the
+//!   delivery's lease every third of the visibility timeout, so a handler may run longer
+//!   than the timeout while its process lives; a lease found lost is logged;
+//! - acks go through one batcher: the acks that finish while one is in flight go together
+//!   in the next script call.
+//!
+//! A graceful close stops the receiver, lets running handlers finish (up to the deadline),
+//! settles them, gives back the buffered deliveries no handler started, then closes.
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::{Delivery, ReliableQueue, MAX_RECEIVE};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Acks of one consume call, batched.
+#[derive(Clone)]
+struct Acker {
+    tx: mpsc::UnboundedSender<(Delivery, oneshot::Sender<Result<bool>>)>,
+}
+
+impl Acker {
+    fn spawn(queue: ReliableQueue, tasks: &mut JoinSet<()>) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<(Delivery, oneshot::Sender<Result<bool>>)>();
+        tasks.spawn(async move {
+            while let Some(first) = rx.recv().await {
+                let mut batch = vec![first];
+                while batch.len() < 500 {
+                    match rx.try_recv() {
+                        Ok(next) => batch.push(next),
+                        Err(_) => break,
+                    }
+                }
+                let (deliveries, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+                match queue.ack_many(&deliveries).await {
+                    Ok(acked) => {
+                        for (reply, ok) in replies.into_iter().zip(acked) {
+                            let _ = reply.send(Ok(ok));
+                        }
+                    }
+                    Err(e) => {
+                        for reply in replies {
+                            let _ = reply.send(Err(e.clone()));
+                        }
+                    }
+                }
+            }
+        });
+        Acker { tx }
+    }
+
+    async fn ack(&self, delivery: Delivery) -> Result<bool> {
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send((delivery.clone(), tx)).is_err() {
+            return delivery.ack().await;
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(Error::Connection("the ack batcher stopped".into())))
+    }
+}
+
+/// What a worker is running, so that a close past its deadline can give it back.
+type Current = Arc<Mutex<Option<Delivery>>>;
+
+impl ReliableQueue {
+    /// Runs `handler` on received messages, `concurrency` at a time: acks each message
+    /// whose handler returns `Ok`, nacks (with the stored back-off) each that returns `Err`
+    /// or panics. Receives ahead (up to `concurrency` messages wait in a buffer, many per
+    /// round trip), extends the lease of a running handler by itself, batches acks. Returns
+    /// when the handle or its client is closed; with [`ReliableQueue::close_gracefully`],
+    /// after the running handlers finished and were settled.
+    pub async fn consume<F, Fut, E>(&self, handler: F, concurrency: usize) -> Result<()>
+    where
+        F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        if concurrency == 0 || concurrency > MAX_RECEIVE {
+            return Err(Error::invalid(format!(
+                "concurrency must be between 1 and {MAX_RECEIVE}, got {concurrency}"
+            )));
+        }
+        self.check_open()?;
+        let visibility = self.ensure_settings().await?.visibility_timeout;
+        self.inner.consumers.fetch_add(1, Ordering::SeqCst);
+        let _done = ConsumerGuard(self.clone());
+
+        let handler = Arc::new(handler);
+        let (tx, rx) = mpsc::channel::<Delivery>(concurrency);
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        let mut helpers = JoinSet::new();
+        let acker = Acker::spawn(self.clone(), &mut helpers);
+        let mut workers = JoinSet::new();
+        let mut current = Vec::new();
+        for _ in 0..concurrency {
+            let slot: Current = Arc::default();
+            current.push(slot.clone());
+            workers.spawn(worker(
+                self.clone(),
+                handler.clone(),
+                rx.clone(),
+                acker.clone(),
+                visibility,
+                slot,
+            ));
+        }
+        let received = self.receive_into(&tx, concurrency).await;
+        drop(tx);
+
+        // Stopping: let the workers finish their handlers, up to the graceful deadline.
+        let deadline = *self.inner.graceful_deadline.lock().expect("deadline lock");
+        let finished = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, drain(&mut workers))
+                .await
+                .is_ok(),
+            None => false,
+        };
+        if !finished {
+            workers.abort_all();
+            drain(&mut workers).await;
+            for slot in &current {
+                let taken = slot.lock().expect("slot lock").take();
+                if let Some(d) = taken {
+                    tracing::warn!(queue = %self.name(), id = %d.id, "handler still running at close; its message is given back");
+                    let _ = d.release().await;
+                }
+            }
+        }
+        // Deliveries received but not started go back at once.
+        let mut rx = rx.lock().await;
+        while let Ok(d) = rx.try_recv() {
+            if let Err(e) = d.release().await {
+                tracing::warn!(queue = %self.name(), error = %e, "could not give back a prefetched delivery; it returns after its lease ends");
+            }
+        }
+        drop(acker);
+        drain(&mut helpers).await;
+        received
+    }
+
+    /// Fills the buffer until the handle stops. Receive errors are retried with back-off
+    /// (logged); only a closed handle or client ends the loop.
+    async fn receive_into(&self, tx: &mpsc::Sender<Delivery>, buffer: usize) -> Result<()> {
+        let mut pause = Duration::from_millis(50);
+        loop {
+            // Wait for room in the buffer, then take as many as there is room for.
+            let permit = tokio::select! {
+                biased;
+                _ = self.inner.stopping.cancelled() => return Ok(()),
+                p = tx.reserve() => match p { Ok(p) => p, Err(_) => return Ok(()) },
+            };
+            let room = tx.capacity() + 1;
+            drop(permit);
+            let got = tokio::select! {
+                biased;
+                _ = self.inner.stopping.cancelled() => return Ok(()),
+                r = self.receive_many(room.min(buffer), Some(Duration::from_secs(1))) => r,
+            };
+            match got {
+                Ok(deliveries) => {
+                    pause = Duration::from_millis(50);
+                    for d in deliveries {
+                        if let Err(mpsc::error::SendError(d)) = tx.send(d).await {
+                            let _ = d.release().await;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Closed => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(queue = %self.name(), error = %e, "receive failed; retrying");
+                    tokio::select! {
+                        _ = self.inner.stopping.cancelled() => return Ok(()),
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    /// Closes this handle gracefully: consumers stop receiving, handlers already running
+    /// get up to `deadline` to finish and are acked or nacked, deliveries received but not
+    /// started are given back (not counted as attempts), then the handle closes. Nothing
+    /// a handler finished is processed again because of the shutdown. Handlers still
+    /// running at the deadline are abandoned and their messages given back.
+    pub async fn close_gracefully(&self, deadline: Duration) -> Result<()> {
+        if self.inner.handle.is_closed() {
+            return Ok(());
+        }
+        let until = Instant::now() + deadline;
+        *self.inner.graceful_deadline.lock().expect("deadline lock") = Some(until);
+        self.inner.stopping.cancel();
+        // Each consume call returns once it settled its handlers (or gave them up at the
+        // deadline); give them a moment past it to give back what they held.
+        let limit = until + Duration::from_secs(2);
+        while self.inner.consumers.load(Ordering::SeqCst) > 0 {
+            let idle = self.inner.consumers_idle.notified();
+            if self.inner.consumers.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+            if tokio::time::timeout_at(limit, idle).await.is_err() {
+                break;
+            }
+        }
+        self.close();
+        Ok(())
+    }
+}
+
+async fn drain<T: 'static>(set: &mut JoinSet<T>) {
+    while set.join_next().await.is_some() {}
+}
+
+/// Counts a running consume call; wakes `close_gracefully` when the last one returns.
+struct ConsumerGuard(ReliableQueue);
+
+impl Drop for ConsumerGuard {
+    fn drop(&mut self) {
+        if self.0.inner.consumers.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.inner.consumers_idle.notify_waiters();
+        }
+    }
+}
+
+async fn worker<F, Fut, E>(
+    queue: ReliableQueue,
+    handler: Arc<F>,
+    rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Delivery>>>,
+    acker: Acker,
+    visibility: Duration,
+    current: Current,
+) where
+    F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    loop {
+        let delivery = {
+            let mut rx = rx.lock().await;
+            tokio::select! {
+                biased;
+                _ = queue.inner.stopping.cancelled() => None,
+                d = rx.recv() => d,
+            }
+        };
+        let Some(delivery) = delivery else { return };
+        *current.lock().expect("slot lock") = Some(delivery.clone());
+        let extender = keep_leased(&queue, &delivery, visibility);
+        let outcome = std::panic::AssertUnwindSafe(handler(delivery.clone()))
+            .catch_unwind()
+            .await;
+        extender.abort();
+        let settled = match outcome {
+            Ok(Ok(())) => acker.ack(delivery.clone()).await,
+            Ok(Err(e)) => {
+                tracing::info!(queue = %queue.name(), id = %delivery.id, attempt = delivery.attempt, error = %e, "handler failed; nacking");
+                delivery.nack(None).await
+            }
+            Err(_) => {
+                tracing::warn!(queue = %queue.name(), id = %delivery.id, "handler panicked; nacking");
+                delivery.nack(None).await
+            }
+        };
+        current.lock().expect("slot lock").take();
+        if let Err(e) = settled {
+            tracing::warn!(queue = %queue.name(), id = %delivery.id, error = %e, "could not settle a delivery; it returns after its lease ends");
+        }
+    }
+}
+
+/// Extends the lease of a running handler's delivery every third of the visibility
+/// timeout, until aborted or the lease is found lost.
+fn keep_leased(
+    queue: &ReliableQueue,
+    delivery: &Delivery,
+    visibility: Duration,
+) -> tokio::task::JoinHandle<()> {
+    let (queue, delivery) = (queue.clone(), delivery.clone());
+    queue.inner.handle.runtime().clone().spawn(async move {
+        let every = (visibility / 3).max(Duration::from_millis(10));
+        loop {
+            tokio::time::sleep(every).await;
+            match delivery.extend(visibility).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(queue = %queue.name(), id = %delivery.id, "lease lost while its handler runs: the message may be processed again");
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!(queue = %queue.name(), error = %e, "could not extend a lease; trying again");
+                }
+            }
+        }
+    })
+}

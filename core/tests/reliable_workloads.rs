@@ -1,0 +1,388 @@
+//! The reliable queue under real workloads (SPEC section 11): settings that belong to the
+//! queue, leases that extend, graceful close, batch receive, idempotent offers, dead
+//! letters that keep every death, and a group that does not grow.
+
+mod common;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::RedisServer;
+use delayq::{Backoff, Client, ErrorKind, ReliableQueueOptions, ReliableStats};
+
+const WAIT: Option<Duration> = Some(Duration::from_secs(5));
+
+fn named(visibility_ms: u64, max_attempts: u32) -> ReliableQueueOptions {
+    ReliableQueueOptions {
+        visibility_timeout: Some(Duration::from_millis(visibility_ms)),
+        max_attempts: Some(max_attempts),
+        backoff: Some(Backoff::Schedule(vec![Duration::from_millis(20)])),
+        ..Default::default()
+    }
+}
+
+async fn server_ms(c: &Client) -> i64 {
+    c.server_time_ms().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn settings_belong_to_the_queue_not_to_a_handle() {
+    let server = RedisServer::start();
+    let a = Client::connect(&server.url()).await.unwrap();
+    let b = Client::connect(&server.url()).await.unwrap();
+    let qa = a.reliable_queue("jobs", named(40_000, 2)).unwrap();
+    qa.offer("x", Duration::ZERO, Some("job-1")).await.unwrap();
+    // A second process names nothing: it uses what the first stored, its transfer task too.
+    let qb = b
+        .reliable_queue("jobs", ReliableQueueOptions::default())
+        .unwrap();
+    let s = qb.settings().await.unwrap();
+    assert_eq!(s.visibility_timeout, Duration::from_secs(40));
+    assert_eq!(s.max_attempts, 2);
+    assert_eq!(
+        s.backoff,
+        Backoff::Schedule(vec![Duration::from_millis(20)])
+    );
+    // Its nacks bury after the stored 2 attempts, not the default 5.
+    for attempt in 1..=2 {
+        let d = qb.receive(WAIT).await.unwrap().expect("a delivery");
+        assert_eq!(d.attempt, attempt);
+        let deadline = d.deadline() - server_ms(&b).await;
+        assert!(
+            (39_000..=40_100).contains(&deadline),
+            "lease of the stored 40 s, {deadline} ms left"
+        );
+        assert!(d.nack(None).await.unwrap());
+    }
+    assert_eq!(qb.stats().await.unwrap().dead, 1);
+
+    // A handle that names other settings gets a clear error on its first call...
+    let c = Client::connect(&server.url()).await.unwrap();
+    let qc = c.reliable_queue("jobs", named(30_000, 2)).unwrap();
+    let err = qc.stats().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(
+        err.to_string().contains("visibility_ms is 40000"),
+        "names the difference: {err}"
+    );
+    // ...unless it updates them explicitly, which every handle then sees.
+    let update = ReliableQueueOptions {
+        update_settings: true,
+        ..named(30_000, 3)
+    };
+    let qd = c.reliable_queue("jobs", update).unwrap();
+    assert_eq!(
+        qd.settings().await.unwrap().visibility_timeout,
+        Duration::from_secs(30)
+    );
+    assert_eq!(qb.settings().await.unwrap().max_attempts, 3);
+    for client in [a, b, c] {
+        client.close();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_extends_and_a_lost_one_says_so() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("leases", named(800, 5)).unwrap();
+    q.offer("x", Duration::ZERO, None).await.unwrap();
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    let before = d.deadline();
+    assert!(d.extend(Duration::from_secs(3)).await.unwrap());
+    assert!(d.deadline() >= before + 2000, "the deadline moved");
+    // Past the visibility timeout, but inside the extended lease: nobody else gets it.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    q.transfer_now().await.unwrap();
+    assert!(q
+        .receive(Some(Duration::from_millis(100)))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(d.ack().await.unwrap(), "the lease was held");
+
+    // A lease shortened to nothing ends: the message comes back, and the old delivery
+    // can neither extend nor ack.
+    q.offer("y", Duration::ZERO, None).await.unwrap();
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    assert!(d.extend(Duration::ZERO).await.unwrap());
+    q.transfer_now().await.unwrap();
+    let again = q.receive(WAIT).await.unwrap().expect("taken back");
+    assert_eq!(again.attempt, 2);
+    assert!(!d.extend(Duration::from_secs(5)).await.unwrap());
+    assert!(!d.ack().await.unwrap());
+    assert_eq!(q.lost_leases(), 1);
+    assert!(again.ack().await.unwrap());
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn consume_keeps_a_long_handler_leased_so_it_runs_once() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    // Two processes consume; the handler takes 3.5 times the visibility timeout.
+    let q = c.reliable_queue("long", named(1000, 5)).unwrap();
+    let other = Client::connect(&server.url()).await.unwrap();
+    let q2 = other
+        .reliable_queue("long", ReliableQueueOptions::default())
+        .unwrap();
+    q.offer("slow", Duration::ZERO, None).await.unwrap();
+    let runs = Arc::new(AtomicU32::new(0));
+    let spawn = |q: delayq::ReliableQueue, runs: Arc<AtomicU32>| {
+        tokio::spawn(async move {
+            q.consume(
+                move |_d| {
+                    let runs = runs.clone();
+                    async move {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(3500)).await;
+                        Ok::<_, String>(())
+                    }
+                },
+                2,
+            )
+            .await
+        })
+    };
+    let t1 = spawn(q.clone(), runs.clone());
+    let t2 = spawn(q2.clone(), runs.clone());
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            q.stats().await.unwrap() == ReliableStats::default()
+        })
+        .await,
+        "acked"
+    );
+    q.close();
+    q2.close();
+    t1.await.unwrap().unwrap();
+    t2.await.unwrap().unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the handler ran once");
+    assert_eq!(q.lost_leases() + q2.lost_leases(), 0);
+    c.close();
+    other.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_graceful_close_settles_running_handlers_and_gives_back_the_rest() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("graceful", named(30_000, 5)).unwrap();
+    let n = 10;
+    for i in 0..n {
+        q.offer(format!("m{i}"), Duration::ZERO, None)
+            .await
+            .unwrap();
+    }
+    let (started, finished) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let consumer = {
+        let (q, started, finished) = (q.clone(), started.clone(), finished.clone());
+        tokio::spawn(async move {
+            q.consume(
+                move |_d| {
+                    let (started, finished) = (started.clone(), finished.clone());
+                    async move {
+                        started.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(700)).await;
+                        finished.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, String>(())
+                    }
+                },
+                3,
+            )
+            .await
+        })
+    };
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            started.load(Ordering::SeqCst) == 3
+        })
+        .await
+    );
+    q.close_gracefully(Duration::from_secs(5)).await.unwrap();
+    consumer.await.unwrap().unwrap();
+    let done = finished.load(Ordering::SeqCst);
+    assert_eq!(
+        done,
+        started.load(Ordering::SeqCst),
+        "every started handler finished"
+    );
+    // What finished was acked; what no handler started is ready again, none in flight.
+    let check = c
+        .reliable_queue("graceful", ReliableQueueOptions::default())
+        .unwrap();
+    let s = check.stats().await.unwrap();
+    assert_eq!(s.in_flight, 0, "{s:?}");
+    assert_eq!(s.ready, n as u64 - u64::from(done), "{s:?}");
+    let rest = check.receive_many(n, WAIT).await.unwrap();
+    assert!(
+        rest.iter().all(|d| d.attempt == 1),
+        "given back, not counted"
+    );
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn receive_many_takes_a_batch_and_ack_many_settles_it() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("batch", named(30_000, 5)).unwrap();
+    q.offer_all((0..25).map(|i| (format!("m{i}"), Duration::ZERO, None)))
+        .await
+        .unwrap();
+    let first = q.receive_many(10, WAIT).await.unwrap();
+    assert_eq!(first.len(), 10);
+    let now = server_ms(&c).await;
+    assert!(first
+        .iter()
+        .all(|d| (d.deadline() - now - 30_000).abs() < 1000));
+    let rest = q.receive_many(100, WAIT).await.unwrap();
+    assert_eq!(rest.len(), 15);
+    let all: Vec<_> = first.into_iter().chain(rest).collect();
+    assert!(q.ack_many(&all).await.unwrap().into_iter().all(|a| a));
+    assert_eq!(q.stats().await.unwrap(), ReliableStats::default());
+    assert!(q
+        .receive_many(5, Some(Duration::from_millis(50)))
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        q.receive_many(0, WAIT).await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn offers_tell_created_from_deduplicated_and_acked_ids_can_be_remembered() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let opts = ReliableQueueOptions {
+        idempotency_retention: Some(Duration::from_secs(60)),
+        ..named(30_000, 5)
+    };
+    let q = c.reliable_queue("idem", opts).unwrap();
+    let first = q
+        .offer_with_outcome("pay", Duration::ZERO, Some("invoice-7"))
+        .await
+        .unwrap();
+    assert!(first.created);
+    let again = q
+        .offer_with_outcome("pay", Duration::ZERO, Some("invoice-7"))
+        .await
+        .unwrap();
+    assert_eq!((again.id.as_str(), again.created), ("invoice-7", false));
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    assert!(d.ack().await.unwrap());
+    // The producer retries after the work was done: still de-duplicated.
+    let retry = q
+        .offer_with_outcome("pay", Duration::ZERO, Some("invoice-7"))
+        .await
+        .unwrap();
+    assert!(!retry.created);
+    assert!(q
+        .receive(Some(Duration::from_millis(100)))
+        .await
+        .unwrap()
+        .is_none());
+
+    // Without the retention an acked id is forgotten.
+    let plain = c.reliable_queue("plain", named(30_000, 5)).unwrap();
+    plain.offer("a", Duration::ZERO, Some("k")).await.unwrap();
+    assert!(plain
+        .receive(WAIT)
+        .await
+        .unwrap()
+        .unwrap()
+        .ack()
+        .await
+        .unwrap());
+    assert!(
+        plain
+            .offer_with_outcome("a", Duration::ZERO, Some("k"))
+            .await
+            .unwrap()
+            .created
+    );
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dead_letters_keep_every_death_and_requeue_spares_live_ids() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("graves", named(30_000, 1)).unwrap();
+    for payload in ["first life", "second life"] {
+        q.offer(payload, Duration::ZERO, Some("x")).await.unwrap();
+        let d = q.receive(WAIT).await.unwrap().unwrap();
+        assert!(d.nack(None).await.unwrap());
+    }
+    let mut dead = q.dead_letters(10).await.unwrap();
+    dead.sort_by_key(|d| d.died_at);
+    assert_eq!(dead.len(), 2, "both deaths kept");
+    assert!(dead.iter().all(|d| d.id == "x"));
+    assert_eq!(dead[0].payload, b"first life");
+    assert_eq!(dead[1].payload, b"second life");
+
+    // A live message holds the id now: requeueing the dead one would make two of it.
+    q.offer("third life", Duration::from_secs(3600), Some("x"))
+        .await
+        .unwrap();
+    assert_eq!(q.requeue_dead(Some(&["x".to_owned()])).await.unwrap(), 0);
+    assert_eq!(q.stats().await.unwrap().delayed, 1);
+    assert!(q.cancel("x").await.unwrap());
+    // With the id free again, the latest death is requeued.
+    assert_eq!(q.requeue_dead(Some(&["x".to_owned()])).await.unwrap(), 1);
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    assert_eq!(d.payload, b"second life");
+    assert_eq!(q.purge_dead().await.unwrap(), 1);
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_typed_key_fails_a_call_before_it_writes() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("typed", named(30_000, 5)).unwrap();
+    q.offer("x", Duration::ZERO, None).await.unwrap();
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    server.cli(&["SET", "{dq:typed}:leases", "oops"]);
+    assert_eq!(d.nack(None).await.unwrap_err().kind(), ErrorKind::WrongType);
+    assert_eq!(d.ack().await.unwrap_err().kind(), ErrorKind::WrongType);
+    // Nothing was lost: the delivery is still in flight.
+    server.cli(&["DEL", "{dq:typed}:leases"]);
+    assert_eq!(q.stats().await.unwrap().in_flight, 1);
+    assert!(d.ack().await.unwrap());
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn consumers_leave_the_group_when_their_handle_closes() {
+    let server = RedisServer::start();
+    let consumers = || {
+        server
+            .cli(&["XINFO", "CONSUMERS", "{dq:members}:ready", "delayq"])
+            .lines()
+            .filter(|l| l.starts_with("delayq-"))
+            .count()
+    };
+    for _ in 0..5 {
+        let c = Client::connect(&server.url()).await.unwrap();
+        let q = c.reliable_queue("members", named(30_000, 5)).unwrap();
+        q.offer("x", Duration::ZERO, None).await.unwrap();
+        assert!(q.receive(WAIT).await.unwrap().unwrap().ack().await.unwrap());
+        q.close();
+        assert!(common::eventually(Duration::from_secs(5), || async { consumers() == 0 }).await);
+        c.close();
+    }
+    // A consumer that holds a delivery stays (its delivery must come back by its lease).
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("members", named(30_000, 5)).unwrap();
+    q.offer("x", Duration::ZERO, None).await.unwrap();
+    let _held = q.receive(WAIT).await.unwrap().unwrap();
+    q.close();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(consumers(), 1);
+    c.close();
+}
