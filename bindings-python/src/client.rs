@@ -147,49 +147,74 @@ impl Client {
         Ok(DelayedQueue { inner })
     }
 
-    /// A handle on the reliable queue `name`: at-least-once delivery with ack, a
-    /// visibility timeout (seconds), `max_attempts` deliveries before the dead letters,
-    /// and `backoff`: None for exponential (from `backoff_base` to `backoff_max`
-    /// seconds, with jitter), or a list of delays in seconds (the last one repeats).
-    /// Every duration is `int`, `float` or `timedelta` seconds.
+    /// A handle on the reliable queue `name`: at-least-once delivery with ack.
+    ///
+    /// The queue's settings are stored in Redis with the queue and shared by every handle
+    /// in every process: a setting left out (None) uses the stored one; a named one must
+    /// match it (else the handle's first call raises `InvalidArgument` naming the
+    /// difference) unless `update_settings` is true, which overwrites the stored ones. The
+    /// first handle on a new queue stores what it names and the defaults for the rest.
+    ///
+    /// The settings: `visibility_timeout` (the lease of a delivery, default 30 s),
+    /// `max_attempts` deliveries before the dead letters (default 5), the back-off of a
+    /// `nack()` without delay: `backoff`, a list of delays (the last one repeats), or
+    /// exponential with jitter from `backoff_base` to `backoff_max` (defaults 1 s and
+    /// 600 s), `shards` (a power of two, default 1), `dead_letter_retention` and
+    /// `idempotency_retention` (0: dead letters kept until requeued or purged, acked ids
+    /// not kept, the defaults). Every duration is `int`, `float` or `timedelta` seconds.
     #[pyo3(
-        signature = (name, *, visibility_timeout = None, max_attempts = Arg::Default,
-                     backoff = None, backoff_base = Arg::Default, backoff_max = Arg::Default,
-                     scheduler = true, reconcile_interval = Arg::Default),
-        text_signature = "($self, name, *, visibility_timeout=None, max_attempts=5, \
-                          backoff=None, backoff_base=1.0, backoff_max=600.0, scheduler=True, \
-                          reconcile_interval=1.0)"
+        signature = (name, *, visibility_timeout = None, max_attempts = None,
+                     backoff = None, backoff_base = None, backoff_max = None, shards = None,
+                     dead_letter_retention = None, idempotency_retention = None,
+                     update_settings = false, scheduler = true,
+                     reconcile_interval = Arg::Default),
+        text_signature = "($self, name, *, visibility_timeout=None, max_attempts=None, \
+                          backoff=None, backoff_base=None, backoff_max=None, shards=None, \
+                          dead_letter_retention=None, idempotency_retention=None, \
+                          update_settings=False, scheduler=True, reconcile_interval=1.0)"
     )]
     #[allow(clippy::too_many_arguments)]
     fn reliable_queue(
         &self,
         name: &str,
         visibility_timeout: Option<&Bound<'_, PyAny>>,
-        max_attempts: Arg<'_>,
+        max_attempts: Option<&Bound<'_, PyAny>>,
         backoff: Option<Vec<Bound<'_, PyAny>>>,
-        backoff_base: Arg<'_>,
-        backoff_max: Arg<'_>,
+        backoff_base: Option<&Bound<'_, PyAny>>,
+        backoff_max: Option<&Bound<'_, PyAny>>,
+        shards: Option<&Bound<'_, PyAny>>,
+        dead_letter_retention: Option<&Bound<'_, PyAny>>,
+        idempotency_retention: Option<&Bound<'_, PyAny>>,
+        update_settings: bool,
         scheduler: bool,
         reconcile_interval: Arg<'_>,
     ) -> PyResult<ReliableQueue> {
-        let visibility_timeout = match visibility_timeout {
-            Some(v) if !v.is_none() => convert::delay(v)?,
-            _ => Duration::from_secs(30),
-        };
-        let base = convert::delay_arg(backoff_base, Duration::from_secs(1))?;
-        let max = convert::delay_arg(backoff_max, Duration::from_secs(600))?;
-        let backoff = match backoff {
-            Some(list) => delayq::Backoff::Schedule(
-                list.iter()
-                    .map(convert::delay)
-                    .collect::<PyResult<Vec<_>>>()?,
-            ),
-            None => delayq::Backoff::Exponential { base, max },
-        };
+        let base = convert::opt_delay(backoff_base)?;
+        let max = convert::opt_delay(backoff_max)?;
+        let backoff =
+            match (backoff, base, max) {
+                (Some(list), None, None) => Some(delayq::Backoff::Schedule(
+                    list.iter()
+                        .map(convert::delay)
+                        .collect::<PyResult<Vec<_>>>()?,
+                )),
+                (Some(_), _, _) => return Err(invalid(
+                    "give backoff (a schedule) or backoff_base/backoff_max (exponential), not both",
+                )),
+                (None, None, None) => None,
+                (None, base, max) => Some(delayq::Backoff::Exponential {
+                    base: base.unwrap_or(Duration::from_secs(1)),
+                    max: max.unwrap_or(Duration::from_secs(600)),
+                }),
+            };
         let opts = delayq::ReliableQueueOptions {
-            visibility_timeout,
-            max_attempts: convert::count(max_attempts, "max_attempts", 5)?,
+            visibility_timeout: convert::opt_delay(visibility_timeout)?,
+            max_attempts: convert::opt_count(max_attempts, "max_attempts")?,
             backoff,
+            shards: convert::opt_count(shards, "shards")?,
+            dead_letter_retention: convert::opt_delay(dead_letter_retention)?,
+            idempotency_retention: convert::opt_delay(idempotency_retention)?,
+            update_settings,
             scheduler: scheduler_options(scheduler, reconcile_interval)?,
         };
         let inner = self.inner.reliable_queue(name, opts).map_err(to_py)?;

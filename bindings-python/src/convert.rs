@@ -115,14 +115,6 @@ pub fn delay(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
     .map_err(to_py)
 }
 
-/// A delay option (a back-off), or `default` when it was left out.
-pub fn delay_arg(arg: Arg<'_>, default: Duration) -> PyResult<Duration> {
-    match arg {
-        Arg::Given(obj) => delay(&obj),
-        Arg::Default => Ok(default),
-    }
-}
-
 fn timeout_secs(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
     match seconds(obj, "timeout")? {
         Seconds::Whole(n) => delayq::delay::timeout_from_secs_integer(n),
@@ -162,6 +154,18 @@ pub fn count<T: TryFrom<u64>>(arg: Arg<'_>, what: &str, default: T) -> PyResult<
         )));
     }
     delayq::delay::count_from_integer(integer(&obj)?, what).map_err(to_py)
+}
+
+/// An optional duration in seconds (a queue setting): None when left out or None.
+pub fn opt_delay(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Duration>> {
+    obj.filter(|o| !o.is_none()).map(delay).transpose()
+}
+
+/// An optional count (a queue setting): None when left out or None.
+pub fn opt_count(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<u32>> {
+    obj.filter(|o| !o.is_none())
+        .map(|o| count(Arg::Given(o.clone()), what, 0))
+        .transpose()
 }
 
 /// The connection options of `Client(...)` beyond the URL: certificate files for

@@ -76,6 +76,29 @@ impl Taken for delayq::Delivery {
     }
 }
 
+/// Deliveries of one `receive_many`: a list in Python, each given back when nobody took
+/// them.
+pub(crate) struct Batch(pub(crate) Vec<delayq::Delivery>);
+
+impl Taken for Batch {
+    fn into_py(self: Box<Self>, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let items = self
+            .0
+            .into_iter()
+            .map(|inner| Py::new(py, Delivery { inner }))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(pyo3::types::PyList::new(py, items)?.into_any().unbind())
+    }
+
+    fn give_back(self: Box<Self>) -> BoxFuture {
+        Box::pin(async move {
+            for d in self.0 {
+                Box::new(d).give_back().await;
+            }
+        })
+    }
+}
+
 /// Logs `message` on Python's `delayq` logger, from any thread (on stderr once the
 /// interpreter is exiting).
 fn log_error(message: String) {

@@ -51,6 +51,8 @@ fn _delayq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reliable_queue::DeadLetter>()?;
     m.add_class::<reliable_queue::ReliableQueue>()?;
     m.add_class::<reliable_queue::Delivery>()?;
+    m.add_class::<reliable_queue::ReliableSettings>()?;
+    m.add_class::<reliable_queue::OfferOutcome>()?;
     m.add_function(wrap_pyfunction!(pack_entry, m)?)?;
     m.add_function(wrap_pyfunction!(unpack_entry, m)?)?;
     m.add_function(wrap_pyfunction!(offer_script_source, m)?)?;

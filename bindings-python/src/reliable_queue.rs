@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 
 use crate::convert::{self, Arg, Bytes};
 use crate::exit;
-use crate::handover::{handover, Handover};
+use crate::handover::{handover, Batch, Handover};
 use crate::runtime::{awaitable, block, block_taking};
 
 type Fut<T> = std::pin::Pin<Box<dyn Future<Output = delayq::Result<T>> + Send + 'static>>;
@@ -23,7 +23,7 @@ pub struct ReliableQueue {
 }
 
 /// A received message. `ack()` when done, `nack(delay=None)` to retry; otherwise it is
-/// delivered again after the visibility timeout.
+/// delivered again when its lease ends (`deadline`, moved by `extend(seconds)`).
 #[pyclass(module = "delayq", frozen)]
 pub struct Delivery {
     pub(crate) inner: delayq::Delivery,
@@ -93,6 +93,156 @@ impl<'py> IntoPyObject<'py> for DeadLetters {
     }
 }
 
+/// The settings of a reliable queue, as stored in Redis with it (see
+/// `Client.reliable_queue`). Durations are float seconds; the back-off is either
+/// `backoff` (a list of delays, the last one repeats) or exponential from `backoff_base`
+/// to `backoff_max` (the fields of the other kind are None).
+#[pyclass(module = "delayq", frozen, get_all, eq)]
+#[derive(PartialEq)]
+pub struct ReliableSettings {
+    /// The lease of a delivery, in seconds.
+    pub visibility_timeout: f64,
+    /// Deliveries before the dead letters.
+    pub max_attempts: u32,
+    /// The back-off schedule in seconds, or None when it is exponential.
+    pub backoff: Option<Vec<f64>>,
+    /// The first delay of an exponential back-off, in seconds (None for a schedule).
+    pub backoff_base: Option<f64>,
+    /// The longest delay of an exponential back-off, in seconds (None for a schedule).
+    pub backoff_max: Option<f64>,
+    /// Sub-queues.
+    pub shards: u32,
+    /// How long dead letters are kept, in seconds; None: until requeued or purged.
+    pub dead_letter_retention: Option<f64>,
+    /// How long acked ids are remembered for de-duplication, in seconds; None: not at all.
+    pub idempotency_retention: Option<f64>,
+}
+
+impl From<delayq::ReliableSettings> for ReliableSettings {
+    fn from(s: delayq::ReliableSettings) -> Self {
+        let (backoff, backoff_base, backoff_max) = match s.backoff {
+            delayq::Backoff::Schedule(delays) => (
+                Some(delays.iter().map(|d| d.as_secs_f64()).collect()),
+                None,
+                None,
+            ),
+            delayq::Backoff::Exponential { base, max } => {
+                (None, Some(base.as_secs_f64()), Some(max.as_secs_f64()))
+            }
+        };
+        ReliableSettings {
+            visibility_timeout: s.visibility_timeout.as_secs_f64(),
+            max_attempts: s.max_attempts,
+            backoff,
+            backoff_base,
+            backoff_max,
+            shards: s.shards,
+            dead_letter_retention: s.dead_letter_retention.map(|d| d.as_secs_f64()),
+            idempotency_retention: s.idempotency_retention.map(|d| d.as_secs_f64()),
+        }
+    }
+}
+
+fn py_opt<T: std::fmt::Debug>(v: &Option<T>) -> String {
+    match v {
+        Some(v) => format!("{v:?}"),
+        None => "None".to_owned(),
+    }
+}
+
+#[pymethods]
+impl ReliableSettings {
+    fn __repr__(&self) -> String {
+        format!(
+            "ReliableSettings(visibility_timeout={:?}, max_attempts={}, backoff={}, \
+             backoff_base={}, backoff_max={}, shards={}, dead_letter_retention={}, \
+             idempotency_retention={})",
+            self.visibility_timeout,
+            self.max_attempts,
+            py_opt(&self.backoff),
+            py_opt(&self.backoff_base),
+            py_opt(&self.backoff_max),
+            self.shards,
+            py_opt(&self.dead_letter_retention),
+            py_opt(&self.idempotency_retention),
+        )
+    }
+}
+
+/// What `offer_with_outcome` did: the message `id`, and whether this call `created` the
+/// message (False: a message with that id was already waiting, ready, in flight, or
+/// acked within the idempotency retention).
+#[pyclass(module = "delayq", frozen, get_all, eq)]
+#[derive(PartialEq)]
+pub struct OfferOutcome {
+    /// The message id.
+    pub id: String,
+    /// Whether this call created the message.
+    pub created: bool,
+}
+
+impl From<delayq::OfferOutcome> for OfferOutcome {
+    fn from(o: delayq::OfferOutcome) -> Self {
+        OfferOutcome {
+            id: o.id,
+            created: o.created,
+        }
+    }
+}
+
+#[pymethods]
+impl OfferOutcome {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "OfferOutcome(id={}, created={})",
+            pyo3::types::PyString::new(py, &self.id).repr()?,
+            if self.created { "True" } else { "False" }
+        ))
+    }
+}
+
+/// Closes the handle if the graceful close was given up (Ctrl-C, a cancelled task).
+struct CloseOnDrop(delayq::ReliableQueue);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// Closes `q`: at once without a deadline, else gracefully (see `ReliableQueue.close`).
+fn close_fut(q: delayq::ReliableQueue, deadline: Option<std::time::Duration>) -> Fut<()> {
+    // Owned by the future from the start: dropped before its first poll, it closes too.
+    let guard = CloseOnDrop(q.clone());
+    boxed(async move {
+        let guard = guard;
+        if let Some(deadline) = deadline {
+            q.close_gracefully(deadline).await?;
+        }
+        drop(guard);
+        Ok(())
+    })
+}
+
+/// The deliveries of a call of `ack_many`: each a `Delivery`.
+fn deliveries(list: &Bound<'_, PyAny>) -> PyResult<Vec<delayq::Delivery>> {
+    let mut out = Vec::new();
+    for item in list.try_iter()? {
+        let item = item?;
+        let d = item.cast::<Delivery>().map_err(|_| {
+            crate::error::invalid(format!(
+                "ack_many takes Delivery objects, not {}",
+                item.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            ))
+        })?;
+        out.push(d.get().inner.clone());
+    }
+    Ok(out)
+}
+
 impl ReliableQueue {
     fn q(&self) -> delayq::ReliableQueue {
         self.inner.clone()
@@ -101,16 +251,23 @@ impl ReliableQueue {
     fn offer_fut(
         &self,
         payload: &Bound<'_, PyAny>,
-        delay: &Bound<'_, PyAny>,
+        delay: Option<&Bound<'_, PyAny>>,
         id: Option<String>,
-    ) -> PyResult<Fut<String>> {
-        let (payload, delay, q) = (convert::value(payload)?, convert::delay(delay)?, self.q());
+    ) -> PyResult<Fut<delayq::OfferOutcome>> {
+        let delay = match delay {
+            Some(d) => convert::delay(d)?,
+            None => std::time::Duration::ZERO,
+        };
+        let (payload, q) = (convert::value(payload)?, self.q());
         Ok(boxed(async move {
-            q.offer(payload, delay, id.as_deref()).await
+            q.offer_with_outcome(payload, delay, id.as_deref()).await
         }))
     }
 
-    fn offer_all_fut(&self, messages: &Bound<'_, PyAny>) -> PyResult<Fut<Vec<String>>> {
+    fn offer_all_fut(
+        &self,
+        messages: &Bound<'_, PyAny>,
+    ) -> PyResult<Fut<Vec<delayq::OfferOutcome>>> {
         let mut checked = Vec::new();
         for item in messages.try_iter()? {
             let item = item?;
@@ -126,7 +283,7 @@ impl ReliableQueue {
         }
         let q = self.q();
         Ok(boxed(async move {
-            q.offer_all(checked.iter().map(|(p, d, id)| (p, *d, id.as_deref())))
+            q.offer_all_with_outcome(checked.iter().map(|(p, d, id)| (p, *d, id.as_deref())))
                 .await
         }))
     }
@@ -142,6 +299,28 @@ impl ReliableQueue {
     ) -> PyResult<Fut<Option<delayq::Delivery>>> {
         let (timeout, q) = (convert::timeout(timeout)?, self.q());
         Ok(boxed(async move { q.receive(timeout).await }))
+    }
+
+    fn receive_many_fut(
+        &self,
+        n: Arg<'_>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Fut<Option<Batch>>> {
+        let n = convert::count(n, "n", 0usize)?;
+        let (timeout, q) = (convert::timeout(timeout)?, self.q());
+        Ok(boxed(async move {
+            Ok(Some(Batch(q.receive_many(n, timeout).await?)))
+        }))
+    }
+
+    fn ack_many_fut(&self, list: &Bound<'_, PyAny>) -> PyResult<Fut<Vec<bool>>> {
+        let (list, q) = (deliveries(list)?, self.q());
+        Ok(boxed(async move { q.ack_many(&list).await }))
+    }
+
+    fn settings_fut(&self) -> Fut<ReliableSettings> {
+        let q = self.q();
+        boxed(async move { Ok(q.settings().await?.into()) })
     }
 
     fn stats_fut(&self) -> Fut<ReliableStats> {
@@ -167,8 +346,9 @@ impl ReliableQueue {
     }
 
     /// Offers `payload` due after `delay` seconds; returns its id. With `id`, a message
-    /// with that id still waiting or in flight is not offered again (the call returns
-    /// the id and changes nothing).
+    /// with that id still waiting, ready or in flight (or acked within the queue's
+    /// idempotency retention) is not offered again: the call returns the id and changes
+    /// nothing.
     #[pyo3(signature = (payload, delay = None, id = None))]
     fn offer(
         &self,
@@ -177,8 +357,7 @@ impl ReliableQueue {
         delay: Option<&Bound<'_, PyAny>>,
         id: Option<String>,
     ) -> PyResult<String> {
-        let zero = 0i64.into_pyobject(py)?.into_any();
-        block(py, self.offer_fut(payload, delay.unwrap_or(&zero), id)?)
+        Ok(block(py, self.offer_fut(payload, delay, id)?)?.id)
     }
 
     /// Awaitable `offer`.
@@ -190,13 +369,40 @@ impl ReliableQueue {
         delay: Option<&Bound<'_, PyAny>>,
         id: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let zero = 0i64.into_pyobject(py)?.into_any();
-        awaitable(py, self.offer_fut(payload, delay.unwrap_or(&zero), id)?)
+        let fut = self.offer_fut(payload, delay, id)?;
+        awaitable(py, async move { Ok(fut.await?.id) })
+    }
+
+    /// Like `offer`; returns an `OfferOutcome`: the id, and whether this call created
+    /// the message (False when it was de-duplicated).
+    #[pyo3(signature = (payload, delay = None, id = None))]
+    fn offer_with_outcome(
+        &self,
+        py: Python<'_>,
+        payload: &Bound<'_, PyAny>,
+        delay: Option<&Bound<'_, PyAny>>,
+        id: Option<String>,
+    ) -> PyResult<OfferOutcome> {
+        Ok(block(py, self.offer_fut(payload, delay, id)?)?.into())
+    }
+
+    /// Awaitable `offer_with_outcome`.
+    #[pyo3(signature = (payload, delay = None, id = None))]
+    fn offer_with_outcome_async<'py>(
+        &self,
+        py: Python<'py>,
+        payload: &Bound<'_, PyAny>,
+        delay: Option<&Bound<'_, PyAny>>,
+        id: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let fut = self.offer_fut(payload, delay, id)?;
+        awaitable(py, async move { Ok(OfferOutcome::from(fut.await?)) })
     }
 
     /// Offers many `(payload, delay)` or `(payload, delay, id)` tuples; returns their ids.
     fn offer_all(&self, py: Python<'_>, messages: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-        block(py, self.offer_all_fut(messages)?)
+        let out = block(py, self.offer_all_fut(messages)?)?;
+        Ok(out.into_iter().map(|o| o.id).collect())
     }
 
     /// Awaitable `offer_all`.
@@ -205,7 +411,36 @@ impl ReliableQueue {
         py: Python<'py>,
         messages: &Bound<'_, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.offer_all_fut(messages)?)
+        let fut = self.offer_all_fut(messages)?;
+        awaitable(py, async move {
+            Ok(fut.await?.into_iter().map(|o| o.id).collect::<Vec<_>>())
+        })
+    }
+
+    /// Like `offer_all`; returns an `OfferOutcome` for each message, in order.
+    fn offer_all_with_outcome(
+        &self,
+        py: Python<'_>,
+        messages: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<OfferOutcome>> {
+        let out = block(py, self.offer_all_fut(messages)?)?;
+        Ok(out.into_iter().map(Into::into).collect())
+    }
+
+    /// Awaitable `offer_all_with_outcome`.
+    fn offer_all_with_outcome_async<'py>(
+        &self,
+        py: Python<'py>,
+        messages: &Bound<'_, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let fut = self.offer_all_fut(messages)?;
+        awaitable(py, async move {
+            Ok(fut
+                .await?
+                .into_iter()
+                .map(OfferOutcome::from)
+                .collect::<Vec<_>>())
+        })
     }
 
     /// Removes a message that has not come due yet; returns whether there was one.
@@ -256,6 +491,75 @@ impl ReliableQueue {
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Handover> {
         handover(py, self.receive_fut(timeout)?)
+    }
+
+    /// Receives up to `n` ready messages (1 to 1000) in one round trip, waiting up to
+    /// `timeout` seconds (None: forever) for the first; returns a list of `Delivery`,
+    /// empty when the time passes.
+    #[pyo3(
+        signature = (n, timeout = None),
+        text_signature = "($self, n, timeout=None)"
+    )]
+    fn receive_many(
+        &self,
+        py: Python<'_>,
+        n: Arg<'_>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<Delivery>> {
+        let received = block_taking(py, self.receive_many_fut(n, timeout)?)?;
+        Ok(received
+            .map(|b| b.0)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|inner| Delivery { inner })
+            .collect())
+    }
+
+    /// Awaitable `receive_many`; cancelling it gives the messages back untouched.
+    #[pyo3(
+        signature = (n, timeout = None),
+        text_signature = "($self, n, timeout=None)"
+    )]
+    fn receive_many_async(
+        &self,
+        py: Python<'_>,
+        n: Arg<'_>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Handover> {
+        handover(py, self.receive_many_fut(n, timeout)?)
+    }
+
+    /// Acks many deliveries in one round trip; returns, for each, whether its lease was
+    /// still held (as `Delivery.ack`).
+    fn ack_many(&self, py: Python<'_>, deliveries: &Bound<'_, PyAny>) -> PyResult<Vec<bool>> {
+        block(py, self.ack_many_fut(deliveries)?)
+    }
+
+    /// Awaitable `ack_many`.
+    fn ack_many_async<'py>(
+        &self,
+        py: Python<'py>,
+        deliveries: &Bound<'_, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, self.ack_many_fut(deliveries)?)
+    }
+
+    /// The queue's settings as stored in Redis now (stored from this handle's options if
+    /// the queue had none); a `ReliableSettings`.
+    fn settings(&self, py: Python<'_>) -> PyResult<ReliableSettings> {
+        block(py, self.settings_fut())
+    }
+
+    /// Awaitable `settings`.
+    fn settings_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, self.settings_fut())
+    }
+
+    /// Acks through this handle (`ack`, `ack_many`, `consume`) that found their delivery
+    /// already ended, its lease lost: each means that message may be processed twice.
+    #[getter]
+    fn lost_leases(&self) -> u64 {
+        self.inner.lost_leases()
     }
 
     /// Counts: delayed, ready, in_flight, dead.
@@ -325,8 +629,11 @@ impl ReliableQueue {
     }
 
     /// Calls `handler(delivery)` on received messages, `concurrency` at a time, each in a
-    /// worker thread: acks when it returns, nacks (with the back-off) when it raises.
-    /// Runs until the queue or its client is closed (or Ctrl-C).
+    /// worker thread: acks when it returns, nacks (with the queue's back-off) when it
+    /// raises. Receives ahead (up to `concurrency` messages), extends the lease of a
+    /// running handler by itself (a handler may run longer than the visibility timeout),
+    /// batches acks. Runs until the queue or its client is closed (or Ctrl-C); after
+    /// `close(deadline=...)`, once the running handlers finished and were settled.
     #[pyo3(
         signature = (handler, concurrency = Arg::Default),
         text_signature = "($self, handler, concurrency=1)"
@@ -359,7 +666,8 @@ impl ReliableQueue {
     }
 
     /// Awaitable `consume` for `async def handler(delivery)`, run on the caller's event
-    /// loop. Cancelling it stops the workers.
+    /// loop. Cancelling it stops the workers; `close_async(deadline)` lets the running
+    /// handlers finish first.
     #[pyo3(
         signature = (handler, concurrency = Arg::Default),
         text_signature = "($self, handler, concurrency=1)"
@@ -402,9 +710,34 @@ impl ReliableQueue {
         })
     }
 
-    /// Closes this handle. Idempotent.
-    fn close(&self) {
-        self.inner.close();
+    /// Closes this handle. Without `deadline`, at once: later calls (and a pending
+    /// receive) raise `ClosedError`, a running `consume` returns, deliveries already
+    /// received can still be acked or nacked. With `deadline` (seconds), gracefully and
+    /// blocking until done: consumers stop receiving, handlers already running get up to
+    /// `deadline` to finish and are acked or nacked, messages received but not handed to
+    /// a handler go back untouched, then the handle closes. Idempotent.
+    #[pyo3(signature = (deadline = None))]
+    fn close(&self, py: Python<'_>, deadline: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let deadline = convert::timeout(deadline)?;
+        match deadline {
+            None => {
+                self.inner.close();
+                Ok(())
+            }
+            Some(_) => block(py, close_fut(self.q(), deadline)),
+        }
+    }
+
+    /// Awaitable `close`: with `deadline`, the graceful close (cancelling it closes the
+    /// handle at once).
+    #[pyo3(signature = (deadline = None))]
+    fn close_async<'py>(
+        &self,
+        py: Python<'py>,
+        deadline: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let deadline = convert::timeout(deadline)?;
+        awaitable(py, close_fut(self.q(), deadline))
     }
 
     fn __repr__(&self) -> String {
@@ -436,6 +769,31 @@ impl Delivery {
     #[getter]
     fn due_at(&self) -> i64 {
         self.inner.due_at
+    }
+
+    /// When this delivery's lease ends (server Unix ms): past it, the message may be
+    /// delivered to another consumer. Moved by `extend`.
+    #[getter]
+    fn deadline(&self) -> i64 {
+        self.inner.deadline()
+    }
+
+    /// Moves the end of the lease to `duration` seconds from now (shorter than what is
+    /// left shortens it). False when the lease was already lost (the message went back
+    /// to the queue, or this delivery was acked or nacked).
+    fn extend(&self, py: Python<'_>, duration: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let (d, duration) = (self.inner.clone(), convert::delay(duration)?);
+        block(py, async move { d.extend(duration).await })
+    }
+
+    /// Awaitable `extend`.
+    fn extend_async<'py>(
+        &self,
+        py: Python<'py>,
+        duration: &Bound<'_, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (d, duration) = (self.inner.clone(), convert::delay(duration)?);
+        awaitable(py, async move { d.extend(duration).await })
     }
 
     /// Acknowledges: the message is done. False when this delivery had already ended.

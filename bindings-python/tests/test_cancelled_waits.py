@@ -129,3 +129,29 @@ def test_receives_cancelled_at_any_instant_lose_nothing(url: str, name: str, how
             assert len(received) + s.ready == TOTAL, f"received {len(received)}, {s}"
 
     asyncio.run(main())
+
+
+def test_receive_many_cancelled_at_any_instant_loses_nothing(url: str, name: str) -> None:
+    async def main() -> None:
+        async with delayq.asyncio.Client(url) as client:
+            q = client.reliable_queue(name, visibility_timeout=600)
+            await _preload(q)
+            received: list[bytes] = []
+            for i in range(ROUNDS // 2):
+                batch = await _cancel_after(i, lambda: q.receive_many(3, 1))
+                if batch:
+                    assert all(d.attempt == 1 for d in batch), "counted as an attempt"
+                    assert all(await q.ack_many(batch))
+                    received.extend(d.payload for d in batch)
+            assert len(set(received)) == len(received), "a message was delivered twice"
+
+            async def nothing_lost() -> bool:
+                s = await q.stats()
+                return s.in_flight == 0 and len(received) + s.ready == TOTAL
+
+            await _settle(nothing_lost)
+            s = await q.stats()
+            assert (s.in_flight, s.dead) == (0, 0), f"received {len(received)}, {s}"
+            assert len(received) + s.ready == TOTAL, f"received {len(received)}, {s}"
+
+    asyncio.run(main())

@@ -133,8 +133,11 @@ def test_bad_counts_are_invalid_arguments(url: str, name: str, count: object) ->
                 await aq.consume(_never_called_async, concurrency=count)  # type: ignore[arg-type]
 
     with delayq.Client(url) as client:
-        with pytest.raises(delayq.InvalidArgument):
-            client.reliable_queue(name, max_attempts=count)  # type: ignore[arg-type]
+        if count is not None:  # max_attempts=None: the stored setting
+            with pytest.raises(delayq.InvalidArgument):
+                client.reliable_queue(name, max_attempts=count)  # type: ignore[arg-type]
+            with pytest.raises(delayq.InvalidArgument):
+                client.reliable_queue(name, shards=count)  # type: ignore[arg-type]
         q = client.reliable_queue(name, scheduler=False)
         with pytest.raises(delayq.InvalidArgument):
             q.dead_letters(count)  # type: ignore[arg-type]
@@ -183,7 +186,14 @@ def test_durations_take_int_float_or_timedelta_everywhere(url: str, name: str) -
 )
 def test_bad_duration_options_are_invalid_arguments(url: str, name: str, bad: object) -> None:
     with delayq.Client(url) as client:
-        for option in ("visibility_timeout", "backoff_base", "backoff_max", "reconcile_interval"):
+        for option in (
+            "visibility_timeout",
+            "backoff_base",
+            "backoff_max",
+            "dead_letter_retention",
+            "idempotency_retention",
+            "reconcile_interval",
+        ):
             with pytest.raises(delayq.InvalidArgument):
                 client.reliable_queue(name, **{option: bad})  # type: ignore[arg-type]
         with pytest.raises(delayq.InvalidArgument):

@@ -20,12 +20,17 @@ async def main() -> None:
             name, visibility_timeout=30, max_attempts=5, backoff=[15, 180, 600, 1800, 3600]
         )
         await jobs.offer(b"charge card 42", 1, id="invoice-42")
+        one_done = asyncio.Event()
 
         async def handle(d: delayq.asyncio.Delivery) -> None:
             print(f"[python worker] {d.id} attempt {d.attempt}: {d.payload!r}", flush=True)
-            jobs.close()  # one job is enough for the example
+            one_done.set()  # one job is enough for the example
 
-        await jobs.consume(handle, concurrency=4)
+        consumer = asyncio.create_task(jobs.consume(handle, concurrency=4))
+        await one_done.wait()
+        # The graceful close: running handlers finish and are acked, then consume returns.
+        await jobs.aclose(deadline=10)
+        await consumer
 
 
 if __name__ == "__main__":

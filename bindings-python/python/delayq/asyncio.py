@@ -6,7 +6,10 @@
         value = await q.take(timeout=5)
 
 The calls run on delayq's own tokio runtime, not on a thread per call; cancelling an
-awaited ``take`` or ``receive`` loses nothing.
+awaited ``take``, ``receive`` or ``receive_many`` loses nothing.
+
+``ReliableQueue.close()`` closes a handle at once; ``await ReliableQueue.aclose(deadline)``
+is the graceful close (the asyncio convention for a close that awaits).
 """
 
 from __future__ import annotations
@@ -51,6 +54,16 @@ class Delivery:
     def due_at(self) -> int:
         """When the message came due (server Unix ms)."""
         return self._inner.due_at
+
+    @property
+    def deadline(self) -> int:
+        """When this delivery's lease ends (server Unix ms); moved by ``extend``."""
+        return self._inner.deadline
+
+    async def extend(self, duration: Seconds) -> bool:
+        """Moves the end of the lease to ``duration`` seconds from now; False when the
+        lease was already lost (the message went back, or was acked or nacked)."""
+        return await self._inner.extend_async(duration)
 
     async def ack(self) -> bool:
         """Acknowledges: the message is done. False if this delivery had already ended."""
@@ -146,9 +159,22 @@ class ReliableQueue:
         """Offers ``payload`` due after ``delay`` seconds; returns its id (de-duplicated)."""
         return await self._inner.offer_async(payload, delay, id)
 
+    async def offer_with_outcome(
+        self, payload: Value, delay: Seconds = 0, id: Optional[str] = None
+    ) -> _delayq.OfferOutcome:
+        """Like ``offer``; tells whether this call created the message (``created``) or
+        found one with the same id."""
+        return await self._inner.offer_with_outcome_async(payload, delay, id)
+
     async def offer_all(self, messages: Iterable[tuple[Any, ...]]) -> list[str]:
         """Offers many ``(payload, delay)`` or ``(payload, delay, id)`` tuples."""
         return await self._inner.offer_all_async(list(messages))
+
+    async def offer_all_with_outcome(
+        self, messages: Iterable[tuple[Any, ...]]
+    ) -> list[_delayq.OfferOutcome]:
+        """Like ``offer_all``; an ``OfferOutcome`` for each message, in order."""
+        return await self._inner.offer_all_with_outcome_async(list(messages))
 
     async def cancel(self, id: str) -> bool:
         """Removes a message that has not come due; returns whether there was one."""
@@ -162,6 +188,25 @@ class ReliableQueue:
         """Receives the next ready message, waiting up to ``timeout`` seconds."""
         d = await self._inner.receive_async(timeout)
         return None if d is None else Delivery(d)
+
+    async def receive_many(self, n: int, timeout: Optional[Seconds] = None) -> list[Delivery]:
+        """Receives up to ``n`` ready messages in one round trip, waiting up to ``timeout``
+        seconds for the first; an empty list when the time passes."""
+        return [Delivery(d) for d in await self._inner.receive_many_async(n, timeout)]
+
+    async def ack_many(self, deliveries: Iterable[Delivery]) -> list[bool]:
+        """Acks many deliveries in one round trip; for each, whether its lease was held."""
+        inner = [d._inner for d in deliveries]
+        return await self._inner.ack_many_async(inner)
+
+    async def settings(self) -> _delayq.ReliableSettings:
+        """The queue's settings as stored in Redis."""
+        return await self._inner.settings_async()
+
+    @property
+    def lost_leases(self) -> int:
+        """Acks through this handle that found their lease already lost."""
+        return self._inner.lost_leases
 
     async def stats(self) -> _delayq.ReliableStats:
         """Counts: delayed, ready, in_flight, dead."""
@@ -183,7 +228,9 @@ class ReliableQueue:
         self, handler: Callable[[Delivery], Awaitable[Any]], concurrency: int = 1
     ) -> None:
         """Runs ``await handler(delivery)`` on received messages, ``concurrency`` at a time:
-        acks on return, nacks on an exception. Runs until closed or cancelled."""
+        acks on return, nacks on an exception; extends the lease of a running handler.
+        Runs until closed or cancelled; after ``aclose(deadline)``, once the running
+        handlers finished and were settled."""
 
         async def call(d: _delayq.Delivery) -> Any:
             return await handler(Delivery(d))
@@ -199,8 +246,15 @@ class ReliableQueue:
             yield d
 
     def close(self) -> None:
-        """Closes this handle."""
+        """Closes this handle at once (deliveries already received can still be settled)."""
         self._inner.close()
+
+    async def aclose(self, deadline: Optional[Seconds] = None) -> None:
+        """Closes this handle; with ``deadline`` (seconds), gracefully: consumers stop
+        receiving, running handlers get up to ``deadline`` to finish and are settled,
+        messages received but not started go back, then the handle closes. Cancelling it
+        closes the handle at once."""
+        await self._inner.close_async(deadline)
 
     def __repr__(self) -> str:
         return repr(self._inner)
@@ -279,14 +333,19 @@ class Client:
         name: str,
         *,
         visibility_timeout: Optional[Seconds] = None,
-        max_attempts: int = 5,
+        max_attempts: Optional[int] = None,
         backoff: Optional[Sequence[Seconds]] = None,
-        backoff_base: Seconds = 1.0,
-        backoff_max: Seconds = 600.0,
+        backoff_base: Optional[Seconds] = None,
+        backoff_max: Optional[Seconds] = None,
+        shards: Optional[int] = None,
+        dead_letter_retention: Optional[Seconds] = None,
+        idempotency_retention: Optional[Seconds] = None,
+        update_settings: bool = False,
         scheduler: bool = True,
         reconcile_interval: Seconds = 1.0,
     ) -> ReliableQueue:
-        """A handle on the reliable queue ``name``; see ``delayq.Client.reliable_queue``."""
+        """A handle on the reliable queue ``name``; see ``delayq.Client.reliable_queue``
+        (settings left out use the ones stored with the queue)."""
         return ReliableQueue(
             self._inner.reliable_queue(
                 name,
@@ -295,6 +354,10 @@ class Client:
                 backoff=None if backoff is None else list(backoff),
                 backoff_base=backoff_base,
                 backoff_max=backoff_max,
+                shards=shards,
+                dead_letter_retention=dead_letter_retention,
+                idempotency_retention=idempotency_retention,
+                update_settings=update_settings,
                 scheduler=scheduler,
                 reconcile_interval=reconcile_interval,
             )
