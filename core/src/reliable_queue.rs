@@ -764,13 +764,14 @@ impl ReliableQueue {
     /// ids, or all of them with `None`. Returns how many were requeued.
     pub async fn requeue_dead(&self, ids: Option<&[String]>) -> Result<u64> {
         self.check_open()?;
+        // Checked before anything reaches Redis (the settings included).
+        for id in ids.unwrap_or_default() {
+            check_id(id)?;
+        }
         self.ensure_settings().await?;
         let mut total = 0;
         match ids {
             Some(ids) => {
-                for id in ids {
-                    check_id(id)?;
-                }
                 for chunk in ids.chunks(1000) {
                     let mut call = self.invocation(&scripts::RELIABLE_DEAD);
                     call.arg("requeue");
