@@ -391,7 +391,16 @@ impl Nodes {
             Nodes::Single(c) => Ok(c.clone()),
             Nodes::Sentinel(s) => {
                 let ask = async { s.lock().await.async_get_client().await };
-                with_timeout(limit, "to ask the sentinels for the master", ask).await
+                // No master to name (mid-failover) is no server error of the caller's: it
+                // is a connection that cannot be made yet.
+                with_timeout(limit, "to ask the sentinels for the master", ask)
+                    .await
+                    .map_err(|e| match e {
+                        Error::Server(m) => {
+                            Error::Connection(format!("no master from the sentinels: {m}"))
+                        }
+                        e => e,
+                    })
             }
             Nodes::Seeds(seeds, next) => {
                 let i = next.load(Ordering::Relaxed) % seeds.len();
