@@ -701,7 +701,6 @@ impl Connection {
                 install_tls_provider();
             }
         }
-        let certs = opts.tls.load()?;
         let cluster_mode = opts.is_cluster();
         let sentinel = opts.urls[0].starts_with("redis+sentinel://");
         if sentinel && !opts.tls.is_empty() {
@@ -711,6 +710,7 @@ impl Connection {
                 "TLS options are not supported with a Sentinel URL yet; use rediss:// to the master, or no TLS options",
             ));
         }
+        let certs = opts.tls.load()?;
         if sentinel && (cluster_mode || opts.urls.len() > 1) {
             return Err(Error::invalid(
                 "a Sentinel URL names one master group; it cannot be a cluster seed",
