@@ -12,7 +12,7 @@ step() { printf '\n==> %s\n' "$*"; }
 step "Rust: core and CLI"
 cargo test --workspace --exclude delayq-python --exclude delayq-node --exclude delayq-jvm 2>&1
 
-for part in python node jvm interop; do
+for part in faults python node jvm interop; do
   if [ -f "scripts/test-$part.sh" ]; then
     step "$part"
     bash "scripts/test-$part.sh"

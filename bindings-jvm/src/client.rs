@@ -55,6 +55,69 @@ fn options(urls: Vec<String>, cluster: bool) -> delayq::ClientOptions {
     opts
 }
 
+/// The durability option; see `delayq::Durability`.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct DurabilitySpec {
+    /// Replicas that must have each offer and ack (`WAIT`).
+    pub replicas: u32,
+    /// Also wait for the append-only file (`WAITAOF`).
+    pub aof: bool,
+    /// How long to wait.
+    pub timeout: DurationParts,
+}
+
+/// How to connect: URLs (one server, a Sentinel URL, or cluster seeds), certificate files
+/// for `rediss://`, the durability option. See `delayq::ClientOptions`.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct ConnectOptions {
+    pub urls: Vec<String>,
+    /// Treat `urls` as seeds of a Redis Cluster (implied by more than one URL).
+    pub cluster: bool,
+    /// A CA certificate (PEM) to trust instead of the system's roots.
+    pub tls_ca_file: Option<String>,
+    /// A client certificate (PEM), for mutual TLS.
+    pub tls_cert_file: Option<String>,
+    /// The client certificate's private key (PEM).
+    pub tls_key_file: Option<String>,
+    pub durability: Option<DurabilitySpec>,
+}
+
+impl ConnectOptions {
+    fn into_core(self) -> delayq::Result<delayq::ClientOptions> {
+        let mut opts = options(self.urls, self.cluster);
+        opts.tls = delayq::TlsOptions {
+            ca_file: self.tls_ca_file.map(Into::into),
+            client_cert_file: self.tls_cert_file.map(Into::into),
+            client_key_file: self.tls_key_file.map(Into::into),
+        };
+        opts.durability = match self.durability {
+            Some(d) => Some(delayq::Durability {
+                replicas: d.replicas,
+                aof: d.aof,
+                timeout: d.timeout.timeout()?,
+            }),
+            None => None,
+        };
+        Ok(opts)
+    }
+}
+
+/// Connects with `options`.
+#[uniffi::export]
+pub async fn connect_with_options(options: ConnectOptions) -> Result<Arc<Client>, FfiError> {
+    let opts = options.into_core()?;
+    run(async move { delayq::Client::connect_with(opts).await })
+        .await
+        .map(wrap)
+}
+
+/// [`connect_with_options`], blocking the calling thread.
+#[uniffi::export]
+pub fn connect_with_options_blocking(options: ConnectOptions) -> Result<Arc<Client>, FfiError> {
+    let opts = options.into_core()?;
+    block(async move { delayq::Client::connect_with(opts).await }).map(wrap)
+}
+
 #[uniffi::export]
 impl Client {
     /// A handle on the Redisson-compatible delayed queue `name`, running its transfer task.

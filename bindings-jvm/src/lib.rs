@@ -17,7 +17,10 @@ mod reliable_queue;
 mod runtime;
 mod time;
 
-pub use client::{connect, connect_blocking, Client};
+pub use client::{
+    connect, connect_blocking, connect_with_options, connect_with_options_blocking, Client,
+    ConnectOptions, DurabilitySpec,
+};
 pub use codec::{pack_entry, unpack_entry, UnpackedEntry};
 pub use delayed_queue::{DelayedQueue, DelayedStats, OfferEntry};
 pub use error::FfiError;

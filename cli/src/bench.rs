@@ -441,55 +441,8 @@ async fn reliable(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
     let reliable_take = rate(start);
     println!("receive+ack:   reliable {reliable_take:>9.0}/s   take    {classic_take:>9.0}/s   ratio {:.2}", reliable_take / classic_take);
 
-    // Memory: waiting messages spread over a hundred one-second buckets.
     let mut conn = raw(url).await?;
-    let m = args.memory_entries;
-    let waiting = client.reliable_queue(
-        &fresh_name("rq-memory"),
-        delayq::ReliableQueueOptions {
-            scheduler: no_scheduler(),
-            ..Default::default()
-        },
-    )?;
-    let before = used_memory(&mut conn).await?;
-    for from in (0..m).step_by(1000) {
-        let k = (m - from).min(1000);
-        waiting
-            .offer_all((from..from + k).map(|i| {
-                (
-                    value.as_slice(),
-                    Duration::from_secs(600 + i * 100 / m.max(1)),
-                    None,
-                )
-            }))
-            .await?;
-    }
-    let after = used_memory(&mut conn).await?;
-    let mut usage = 0u64;
-    let pattern = format!(
-        "{}*",
-        waiting
-            .keys()
-            .prefix
-            .replace('{', "\\{")
-            .replace('}', "\\}")
-    );
-    for key in scan_keys(&mut conn, &pattern).await? {
-        let u: Option<u64> = redis::cmd("MEMORY")
-            .arg("USAGE")
-            .arg(&key)
-            .arg("SAMPLES")
-            .arg(0)
-            .query_async(&mut conn)
-            .await?;
-        usage += u.unwrap_or(0);
-    }
-    println!(
-        "memory per waiting message: {:.0} B by MEMORY USAGE, {:.0} B by INFO used_memory ({m} messages, {}-byte payloads; goal <= 100 B)",
-        usage as f64 / m as f64,
-        after.saturating_sub(before) as f64 / m as f64,
-        args.value_size
-    );
+    reliable_memory(client, &mut conn, args).await?;
     // Wake-up: a consumer blocked in receive, a message made ready by an offer with no
     // delay; from the offer call to the consumer holding it.
     let wq = client.reliable_queue(
@@ -531,26 +484,213 @@ async fn reliable(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
     let lq = client.reliable_queue(&fresh_name("rq-lateness"), Default::default())?;
     let late = measure_lateness(client, args, Probe::Reliable(lq.clone())).await?;
     report_lateness(late, args)?;
-    for q in [&reliable, &waiting, &lq, &wq] {
-        let keys = q.keys();
-        let _: i64 = redis::cmd("DEL")
-            .arg(&keys.wheel)
-            .arg(&keys.near)
-            .arg(&keys.ready)
-            .arg(&keys.ids)
-            .arg(&keys.dead)
-            .arg(&keys.meta)
-            .query_async(&mut conn)
-            .await?;
-    }
-    let leftovers = scan_keys(&mut conn, &pattern).await?;
-    if !leftovers.is_empty() {
-        let _: i64 = redis::cmd("DEL")
-            .arg(&leftovers)
-            .query_async(&mut conn)
-            .await?;
+    for q in [&reliable, &lq, &wq] {
+        delete_reliable(&mut conn, q).await?;
     }
     Ok(())
+}
+
+/// Every key of reliable queue `q` (found by SCAN of its prefix).
+async fn reliable_keys(
+    conn: &mut redis::aio::MultiplexedConnection,
+    q: &delayq::ReliableQueue,
+) -> Result<Vec<String>> {
+    let prefix = &q.keys().prefix;
+    let pattern = format!("{}*", prefix.replace('{', "\\{").replace('}', "\\}"));
+    scan_keys(conn, &pattern).await
+}
+
+async fn delete_reliable(
+    conn: &mut redis::aio::MultiplexedConnection,
+    q: &delayq::ReliableQueue,
+) -> Result<()> {
+    for chunk in reliable_keys(conn, q).await?.chunks(1000) {
+        let _: i64 = redis::cmd("DEL").arg(chunk).query_async(conn).await?;
+    }
+    Ok(())
+}
+
+const DAY_MS: u64 = 86_400_000;
+
+/// Memory per waiting message of the reliable queue at four spreads of due times (SPEC
+/// section 3: at most 100 B whatever the spread), with the hierarchical timing wheel and,
+/// beside it in the same run, with one level of 1 s buckets (the layout before the wheel
+/// had levels); then what a cascade and a cancel in a big coarse bucket cost.
+async fn reliable_memory(
+    client: &Client,
+    conn: &mut redis::aio::MultiplexedConnection,
+    args: &BenchArgs,
+) -> Result<()> {
+    let m = args.memory_entries.max(1);
+    let value = payload(args.value_size);
+    let no_transfer = || delayq::ReliableQueueOptions {
+        scheduler: no_scheduler(),
+        ..Default::default()
+    };
+    let second = Duration::from_secs(1);
+    println!(
+        "memory per waiting message ({m} messages, {}-byte payloads, generated ids, due from 10 min ahead evenly over the spread; MEMORY USAGE of every key of the queue / INFO used_memory growth; goal <= 100 B):",
+        args.value_size
+    );
+    for (label, spread) in [
+        ("1 s", 1000),
+        ("1 h", 3_600_000),
+        ("1 day", DAY_MS),
+        ("30 days", 30 * DAY_MS),
+    ] {
+        let mut row = Vec::new();
+        for one_level in [false, true] {
+            let name = fresh_name("rq-memory");
+            if one_level {
+                delayq::set_wheel_levels(&name, Some(&[(second, second)]))?;
+            }
+            let q = client.reliable_queue(&name, no_transfer())?;
+            let before = used_memory(conn).await?;
+            for from in (0..m).step_by(1000) {
+                let k = (m - from).min(1000);
+                q.offer_all((from..from + k).map(|i| {
+                    let ms = 600_000 + i * spread / m;
+                    (value.as_slice(), Duration::from_millis(ms), None)
+                }))
+                .await?;
+            }
+            let after = used_memory(conn).await?;
+            let mut usage = 0u64;
+            for key in reliable_keys(conn, &q).await? {
+                let u: Option<u64> = redis::cmd("MEMORY")
+                    .arg("USAGE")
+                    .arg(&key)
+                    .arg("SAMPLES")
+                    .arg(0)
+                    .query_async(conn)
+                    .await?;
+                usage += u.unwrap_or(0);
+            }
+            row.push((
+                usage as f64 / m as f64,
+                after.saturating_sub(before) as f64 / m as f64,
+            ));
+            delete_reliable(conn, &q).await?;
+            q.close();
+            delayq::set_wheel_levels(&name, None)?;
+        }
+        println!(
+            "  spread {label:<8} hierarchical wheel {:>4.0} B / {:>4.0} B    one level of 1 s buckets {:>4.0} B / {:>4.0} B",
+            row[0].0, row[0].1, row[1].0, row[1].1
+        );
+    }
+
+    // One day bucket of m messages, three days ahead, due all over that day. Cancel the
+    // message offered last (a scan of the whole list), then open the bucket by giving the
+    // day level a lead of four days: the transfer cascades it into 24 hour buckets.
+    let name = fresh_name("rq-cascade");
+    let q = client.reliable_queue(&name, no_transfer())?;
+    let now = client.server_time_ms().await? as u64;
+    let day = now / DAY_MS + 3;
+    let mut last = String::new();
+    for from in (0..m).step_by(1000) {
+        let k = (m - from).min(1000);
+        let ids = q
+            .offer_all((from..from + k).map(|i| {
+                let due = day * DAY_MS + i * DAY_MS / m;
+                (value.as_slice(), Duration::from_millis(due - now), None)
+            }))
+            .await?;
+        last = ids.last().cloned().unwrap_or_default();
+    }
+    let start = Instant::now();
+    let found = q.cancel(&last).await?;
+    let cancel_ms = start.elapsed().as_secs_f64() * 1000.0;
+    let mut levels: Vec<(Duration, Duration)> = delayq::WHEEL_LEVELS
+        .iter()
+        .map(|&(w, a)| (Duration::from_millis(w), Duration::from_millis(a)))
+        .collect();
+    levels[3].1 = Duration::from_millis(4 * DAY_MS);
+    delayq::set_wheel_levels(&name, Some(&levels))?;
+    let saved = script_slowlog_start(conn).await?;
+    let start = Instant::now();
+    let outcome = q.transfer_now().await?;
+    let secs = start.elapsed().as_secs_f64();
+    let calls = script_slowlog_end(conn, saved, &q.keys().wheel).await?;
+    let longest = calls.iter().copied().max().unwrap_or(0) as f64 / 1000.0;
+    let mean = calls.iter().sum::<i64>() as f64 / calls.len().max(1) as f64 / 1000.0;
+    println!(
+        "cascade of one day bucket of {} messages into hour buckets: {:.0} ms in {} script calls of up to {} entries (SLOWLOG: longest {longest:.1} ms, mean {mean:.1} ms), {:.1} µs per message per level",
+        outcome.moved,
+        secs * 1000.0,
+        calls.len(),
+        no_scheduler().batch_size,
+        secs * 1e6 / outcome.moved.max(1) as f64
+    );
+    println!(
+        "cancel by generated id in a bucket of {m} messages, found last in the list: {cancel_ms:.1} ms ({})",
+        if found { "found" } else { "NOT FOUND" }
+    );
+    delete_reliable(conn, &q).await?;
+    q.close();
+    delayq::set_wheel_levels(&name, None)?;
+    Ok(())
+}
+
+/// Records every command in SLOWLOG from now on; returns the settings to restore.
+async fn script_slowlog_start(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> Result<(String, String)> {
+    let mut saved = Vec::new();
+    for name in ["slowlog-log-slower-than", "slowlog-max-len"] {
+        let pair: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query_async(conn)
+            .await?;
+        saved.push(pair.get(1).cloned().unwrap_or_default());
+    }
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .arg("slowlog-max-len")
+        .arg(100_000)
+        .query_async(conn)
+        .await?;
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query_async(conn).await?;
+    Ok((saved[0].clone(), saved[1].clone()))
+}
+
+/// The durations (µs) of the script calls naming `key` since script_slowlog_start, whose
+/// settings it restores.
+async fn script_slowlog_end(
+    conn: &mut redis::aio::MultiplexedConnection,
+    saved: (String, String),
+    key: &str,
+) -> Result<Vec<i64>> {
+    use redis::Value;
+    let entries: Vec<Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query_async(conn)
+        .await?;
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(&saved.0)
+        .arg("slowlog-max-len")
+        .arg(&saved.1)
+        .query_async(conn)
+        .await?;
+    let mut out = Vec::new();
+    for e in entries {
+        let Value::Array(fields) = e else { continue };
+        let (Some(Value::Int(us)), Some(Value::Array(args))) = (fields.get(2), fields.get(3))
+        else {
+            continue;
+        };
+        let is = |v: &Value, s: &str| matches!(v, Value::BulkString(b) if b.eq_ignore_ascii_case(s.as_bytes()));
+        if args.first().is_some_and(|c| is(c, "evalsha")) && args.iter().any(|a| is(a, key)) {
+            out.push(*us);
+        }
+    }
+    Ok(out)
 }
 
 /// Every key matching `pattern` (SCAN, so the server is never blocked).

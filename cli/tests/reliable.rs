@@ -17,6 +17,11 @@ fn delayq(server: &RedisServer, args: &[&str]) -> Output {
         .expect("run delayq")
 }
 
+/// The four count lines of `reliable stats` (the settings follow them).
+fn counts(stats: &str) -> String {
+    stats.lines().take(4).collect::<Vec<_>>().join("\n")
+}
+
 fn text(o: &Output) -> String {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -25,6 +30,15 @@ fn text(o: &Output) -> String {
 #[test]
 fn a_consumer_killed_while_holding_messages_loses_none() {
     let server = RedisServer::start();
+    // The queue's settings are stored with it; every later command uses them.
+    let settings = text(&delayq(
+        &server,
+        &["reliable", "configure", "jobs", "--visibility-ms", "1000"],
+    ));
+    assert!(
+        settings.contains("visibility_ms 1000\nmax_attempts 5\n"),
+        "{settings}"
+    );
     for i in 0..20 {
         text(&delayq(
             &server,
@@ -49,15 +63,15 @@ fn a_consumer_killed_while_holding_messages_loses_none() {
             "--count",
             "5",
         ])
-        .args(["--no-ack", "--hold", "--show-id", "--visibility-ms", "1000"])
+        .args(["--no-ack", "--hold", "--show-id"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
     let held: Vec<String> = (0..5).map(|_| lines.next().unwrap().unwrap()).collect();
     assert_eq!(
-        text(&delayq(&server, &["reliable", "stats", "jobs"])),
-        "delayed 0\nready 15\nin_flight 5\ndead 0\n"
+        counts(&text(&delayq(&server, &["reliable", "stats", "jobs"]))),
+        "delayed 0\nready 15\nin_flight 5\ndead 0"
     );
     holder.kill().unwrap(); // SIGKILL
     holder.wait().unwrap();
@@ -72,6 +86,7 @@ fn a_consumer_killed_while_holding_messages_loses_none() {
             "--timeout-ms",
             "15000",
             "--show-id",
+            // Naming the stored setting is fine.
             "--visibility-ms",
             "1000",
         ],
@@ -91,14 +106,33 @@ fn a_consumer_killed_while_holding_messages_loses_none() {
         );
     }
     assert_eq!(
-        text(&delayq(&server, &["reliable", "stats", "jobs"])),
-        "delayed 0\nready 0\nin_flight 0\ndead 0\n"
+        counts(&text(&delayq(&server, &["reliable", "stats", "jobs"]))),
+        "delayed 0\nready 0\nin_flight 0\ndead 0"
     );
 }
 
 #[test]
 fn cancel_reschedule_and_dead_letters_from_the_command_line() {
     let server = RedisServer::start();
+    text(&delayq(
+        &server,
+        &[
+            "reliable",
+            "configure",
+            "cmd",
+            "--visibility-ms",
+            "200",
+            "--max-attempts",
+            "1",
+        ],
+    ));
+    // A command naming other settings than the stored ones is refused, and says why.
+    let refused = delayq(
+        &server,
+        &["reliable", "stats", "cmd", "--visibility-ms", "999"],
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("visibility_ms is 200"));
     let id = text(&delayq(
         &server,
         &["reliable", "offer", "cmd", "600000", "later"],
@@ -123,11 +157,7 @@ fn cancel_reschedule_and_dead_letters_from_the_command_line() {
             "cmd",
             "--timeout-ms",
             "5000",
-            "--max-attempts",
-            "1",
             "--no-ack",
-            "--visibility-ms",
-            "200",
         ],
     ));
     assert_eq!(got, "later\n");
@@ -138,17 +168,7 @@ fn cancel_reschedule_and_dead_letters_from_the_command_line() {
         // A transfer pass (run by this short-lived consumer) buries the expired delivery.
         delayq(
             &server,
-            &[
-                "reliable",
-                "receive",
-                "cmd",
-                "--timeout-ms",
-                "300",
-                "--max-attempts",
-                "1",
-                "--visibility-ms",
-                "200",
-            ],
+            &["reliable", "receive", "cmd", "--timeout-ms", "300"],
         );
         dead = text(&delayq(&server, &["reliable", "dead", "cmd"]));
         if !dead.is_empty() {

@@ -47,6 +47,20 @@ pub struct TlsOptions {
     pub client_key_file: Option<PathBuf>,
 }
 
+impl Durability {
+    /// The wait a binding uses when its caller names none.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+
+    /// Waits for `replicas` replicas, up to [`Durability::DEFAULT_TIMEOUT`], no AOF.
+    pub fn replicas(replicas: u32) -> Self {
+        Durability {
+            replicas,
+            aof: false,
+            timeout: Self::DEFAULT_TIMEOUT,
+        }
+    }
+}
+
 impl TlsOptions {
     fn is_empty(&self) -> bool {
         self == &TlsOptions::default()
@@ -391,7 +405,16 @@ impl Nodes {
             Nodes::Single(c) => Ok(c.clone()),
             Nodes::Sentinel(s) => {
                 let ask = async { s.lock().await.async_get_client().await };
-                with_timeout(limit, "to ask the sentinels for the master", ask).await
+                // No master to name (mid-failover) is no server error of the caller's: it
+                // is a connection that cannot be made yet.
+                with_timeout(limit, "to ask the sentinels for the master", ask)
+                    .await
+                    .map_err(|e| match e {
+                        Error::Server(m) => {
+                            Error::Connection(format!("no master from the sentinels: {m}"))
+                        }
+                        e => e,
+                    })
             }
             Nodes::Seeds(seeds, next) => {
                 let i = next.load(Ordering::Relaxed) % seeds.len();
@@ -678,9 +701,16 @@ impl Connection {
                 install_tls_provider();
             }
         }
-        let certs = opts.tls.load()?;
         let cluster_mode = opts.is_cluster();
         let sentinel = opts.urls[0].starts_with("redis+sentinel://");
+        if sentinel && !opts.tls.is_empty() {
+            // redis-rs's Sentinel client would take the certificates but connect in plain
+            // text: refuse rather than ignore them.
+            return Err(Error::invalid(
+                "TLS options are not supported with a Sentinel URL yet; use rediss:// to the master, or no TLS options",
+            ));
+        }
+        let certs = opts.tls.load()?;
         if sentinel && (cluster_mode || opts.urls.len() > 1) {
             return Err(Error::invalid(
                 "a Sentinel URL names one master group; it cannot be a cluster seed",
@@ -931,6 +961,17 @@ mod tests {
             redact_url("redis+sentinel://u:p@h1:1,h2:2/m/3"),
             "redis+sentinel://***@h1:1,h2:2/m/3"
         );
+    }
+
+    #[tokio::test]
+    async fn tls_options_with_a_sentinel_url_are_refused() {
+        let mut opts = ClientOptions::new("redis+sentinel://127.0.0.1:1/m");
+        opts.tls.ca_file = Some("/nonexistent/ca.pem".into());
+        let Err(err) = Connection::open(opts).await else {
+            panic!("refused")
+        };
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument, "{err}");
+        assert!(err.to_string().contains("Sentinel"), "{err}");
     }
 
     #[test]

@@ -284,7 +284,7 @@ impl DelayedQueue {
             self.inner.keys.destination.clone(),
             self.inner.keys.destination.clone(),
         );
-        let mut commands = self.commands();
+        let commands = self.commands();
         self.inner
             .handle
             .blocking(
@@ -300,9 +300,12 @@ impl DelayedQueue {
                         (conn, reply.map(|r| r.map(|(_, value)| value)).map_err(Into::into))
                     }
                 },
-                move |value| async move {
-                    if let Err(e) = give_back_to(&mut commands, &dest_back, &value).await {
-                        tracing::error!(queue = %dest_back, error = %e, "could not return a value taken by a cancelled take");
+                move |value| {
+                    let (mut commands, dest_back) = (commands.clone(), dest_back.clone());
+                    async move {
+                        if let Err(e) = give_back_to(&mut commands, &dest_back, &value).await {
+                            tracing::error!(queue = %dest_back, error = %e, "could not return a value taken by a cancelled or abandoned take");
+                        }
                     }
                 },
             )

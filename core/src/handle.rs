@@ -2,7 +2,7 @@
 //! transfer task, and the cancel-safe way to run a blocking command.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
@@ -97,7 +97,7 @@ impl Handle {
         T: Send + 'static,
         Op: Fn(Dedicated, Duration) -> OpFut + Send + 'static,
         OpFut: Future<Output = (Dedicated, Result<Option<T>>)> + Send + 'static,
-        Back: FnOnce(T) -> BackFut + Send + 'static,
+        Back: Fn(T) -> BackFut + Send + Sync + 'static,
         BackFut: Future<Output = ()> + Send + 'static,
     {
         self.check_open()?;
@@ -108,17 +108,25 @@ impl Handle {
             .dedicated(timeout.map_or(Duration::MAX, |t| t + REPLY_MARGIN))
             .await?;
         let (tx, rx) = oneshot::channel();
-        let give_back = Arc::new(Mutex::new(Some(give_back)));
+        let give_back = Arc::new(give_back);
         let task_give_back = give_back.clone();
         let token = self.token.clone();
         self.client.inner.runtime.spawn(async move {
             let mut tx = tx;
-            let reply = wait_in_chunks(what, &conn, first, deadline, op, &mut tx, &token).await;
+            let reply = wait_in_chunks(
+                what,
+                &conn,
+                first,
+                deadline,
+                op,
+                &mut tx,
+                &token,
+                &task_give_back,
+            )
+            .await;
             if let Err(Ok(Some(value))) = tx.send(reply) {
                 // Nobody waits any more: hand the value back.
-                if let Some(back) = take_once(&task_give_back) {
-                    back(value).await;
-                }
+                task_give_back(value).await;
             }
         });
         let mut receiving = Receiving {
@@ -140,14 +148,19 @@ impl Handle {
 }
 
 /// The longest server-side wait of one blocking command.
-pub(crate) const WAIT_CHUNK: Duration = Duration::from_secs(5);
+pub(crate) const WAIT_CHUNK: Duration = Duration::from_secs(4);
 /// How late past its server-side wait a blocking reply may be before its connection is
 /// taken for dead.
 pub(crate) const REPLY_MARGIN: Duration = Duration::from_secs(2);
 
+/// How long the reply of a blocking command taken for dead is still awaited, so that a
+/// value the server handed over on a connection that was only slow is given back.
+const LATE_REPLY_WINDOW: Duration = Duration::from_secs(2);
+
 /// The loop of [`Handle::blocking`]'s task: blocking commands of at most [`WAIT_CHUNK`]
 /// until one has a value, the deadline passes, the caller is gone or the handle closes.
-async fn wait_in_chunks<T, Op, OpFut>(
+#[allow(clippy::too_many_arguments)]
+async fn wait_in_chunks<T, Op, OpFut, Back, BackFut>(
     what: &'static str,
     conn: &Connection,
     first: Dedicated,
@@ -155,10 +168,14 @@ async fn wait_in_chunks<T, Op, OpFut>(
     op: Op,
     tx: &mut oneshot::Sender<Result<Option<T>>>,
     token: &CancellationToken,
+    give_back: &Arc<Back>,
 ) -> Result<Option<T>>
 where
+    T: Send + 'static,
     Op: Fn(Dedicated, Duration) -> OpFut,
-    OpFut: Future<Output = (Dedicated, Result<Option<T>>)>,
+    OpFut: Future<Output = (Dedicated, Result<Option<T>>)> + Send + 'static,
+    Back: Fn(T) -> BackFut + Send + Sync + 'static,
+    BackFut: Future<Output = ()> + Send + 'static,
 {
     let mut current = Some(first);
     let mut last_error: Option<Error> = None;
@@ -193,7 +210,8 @@ where
                 }
             },
         };
-        match tokio::time::timeout(wait + REPLY_MARGIN, op(dedicated, wait)).await {
+        let mut pending = Box::pin(op(dedicated, wait));
+        match tokio::time::timeout(wait + REPLY_MARGIN, &mut pending).await {
             Ok((dedicated, Ok(Some(value)))) => {
                 conn.release(dedicated);
                 return Ok(Some(value));
@@ -218,6 +236,21 @@ where
                     "no reply to a blocking wait within {:?} of its end; connection replaced",
                     REPLY_MARGIN
                 );
+                // The reply may only be late (a slow network, not a dead one), and may
+                // carry what the server already took: keep reading it for a while in the
+                // background and give back whatever arrives.
+                let late = give_back.clone();
+                tokio::spawn(async move {
+                    if let Ok((_, Ok(Some(value)))) =
+                        tokio::time::timeout(LATE_REPLY_WINDOW, pending).await
+                    {
+                        tracing::warn!(
+                            what,
+                            "a late blocking reply carried a value; it is given back"
+                        );
+                        late(value).await;
+                    }
+                });
                 last_error = Some(Error::Connection(format!(
                     "no reply to the blocking {what} within {REPLY_MARGIN:?} of its end; the connection was replaced"
                 )));
@@ -236,36 +269,30 @@ async fn sleep_within(pause: &mut Duration, deadline: Option<Instant>) {
     *pause = (*pause * 2).min(Duration::from_secs(1));
 }
 
-fn take_once<B>(slot: &Mutex<Option<B>>) -> Option<B> {
-    slot.lock().unwrap_or_else(PoisonError::into_inner).take()
-}
-
 /// The caller's end of a blocking call. Dropped with a value in it (sent after the
 /// caller's last poll), it hands the value back.
 struct Receiving<T, Back, BackFut>
 where
     T: Send + 'static,
-    Back: FnOnce(T) -> BackFut + Send + 'static,
+    Back: Fn(T) -> BackFut + Send + Sync + 'static,
     BackFut: Future<Output = ()> + Send + 'static,
 {
     rx: oneshot::Receiver<Result<Option<T>>>,
-    give_back: Arc<Mutex<Option<Back>>>,
+    give_back: Arc<Back>,
     runtime: tokio::runtime::Handle,
 }
 
 impl<T, Back, BackFut> Drop for Receiving<T, Back, BackFut>
 where
     T: Send + 'static,
-    Back: FnOnce(T) -> BackFut + Send + 'static,
+    Back: Fn(T) -> BackFut + Send + Sync + 'static,
     BackFut: Future<Output = ()> + Send + 'static,
 {
     fn drop(&mut self) {
         // No send succeeds after this: the task then gives the value back itself.
         self.rx.close();
         if let Ok(Ok(Some(value))) = self.rx.try_recv() {
-            if let Some(back) = take_once(&self.give_back) {
-                self.runtime.spawn(back(value));
-            }
+            self.runtime.spawn((self.give_back)(value));
         }
     }
 }

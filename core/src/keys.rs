@@ -113,9 +113,12 @@ impl DelayedKeys {
 pub struct ReliableKeys {
     /// The queue's name.
     pub name: String,
-    /// `{dq:N}:`: the prefix of every key, including the bucket lists `{dq:N}:b:<hex>`.
+    /// `{dq:N}:`: the prefix of every key, including the bucket lists of the timing wheel
+    /// (`{dq:N}:b:<hex>` at level 0, `{dq:N}:b<level>:<hex>` above) and the sorted sets of
+    /// the coarser levels' buckets (`{dq:N}:wheel<level>`).
     pub prefix: String,
-    /// Sorted set of time buckets (bucket number in hex, scored by its start in ms).
+    /// Sorted set of the wheel's level-0 (1 s) buckets (bucket number in hex, scored by its
+    /// start in ms).
     pub wheel: String,
     /// Sorted set of packed entries due within the next bucket width, scored by due ms.
     pub near: String,

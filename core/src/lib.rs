@@ -34,9 +34,12 @@ pub use client::Client;
 pub use connection::{redact_url, ClientOptions, Durability, TlsOptions};
 pub use delayed_queue::{DelayedQueue, DelayedStats};
 pub use error::{Error, ErrorKind, Result};
+#[doc(hidden)]
+pub use reliable_queue::set_wheel_levels;
 pub use reliable_queue::{
     Backoff, DeadLetter, Delivery, OfferOutcome, ReliableQueue, ReliableQueueOptions,
     ReliableSettings, ReliableStats, BUCKET_WIDTH_MS, CONSUMER_IDLE_LIMIT, MAX_ID_LEN, MAX_RECEIVE,
+    WHEEL_LEVELS,
 };
 pub use scheduler::{SchedulerOptions, TransferOutcome};
 pub use scripts::offer_script_source;

@@ -2,13 +2,15 @@
 //! retries with back-off, dead letters, cancel and reschedule by id, de-duplication.
 //!
 //! The layout (all keys under the hash tag `{dq:N}`) and its reasons are in
-//! `docs/reliable-queue.md`: waiting messages are packed into per-second bucket lists (a
-//! timing wheel kept in Redis), promoted to a small sorted set shortly before they come
-//! due, and made ready as entries of a Redis stream read by a consumer group, whose
+//! `docs/reliable-queue.md`: waiting messages are packed into bucket lists of a
+//! hierarchical timing wheel kept in Redis (1 s, 1 min, 1 h and 1 day buckets, cascading
+//! into finer ones as they come near), promoted to a small sorted set shortly before they
+//! come due, and made ready as entries of a Redis stream read by a consumer group, whose
 //! pending-entries list tracks what is in flight.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
@@ -30,9 +32,91 @@ use crate::keys::ReliableKeys;
 use crate::scheduler::{SchedulerGuard, SchedulerOptions, TransferOutcome};
 use crate::scripts;
 
-/// Width of one time bucket of the wheel, in ms. Part of the data layout: every process
-/// on a queue must agree on it.
+/// Width of one time bucket of the wheel's finest level, in ms (a generated id names the
+/// level-0 bucket of its due time). Part of the data layout: every process on a queue must
+/// agree on it.
 pub const BUCKET_WIDTH_MS: u64 = 1000;
+
+/// The levels of the timing wheel, finest first: (bucket width, lead) in ms. A bucket opens
+/// `lead` before it starts, and its messages then cascade to the finer levels (from level 0,
+/// one bucket ahead: to the `near` sorted set); a coarser level's lead is ten buckets of the
+/// level below. Part of the data layout, like [`BUCKET_WIDTH_MS`]; `docs/reliable-queue.md`
+/// gives the reasons.
+pub const WHEEL_LEVELS: [(u64, u64); 4] = [
+    (BUCKET_WIDTH_MS, BUCKET_WIDTH_MS),
+    (60_000, 10_000),
+    (3_600_000, 600_000),
+    (86_400_000, 36_000_000),
+];
+
+/// The levels as the scripts take them (`ARGV[2]`): `width:lead,width:lead,...`.
+fn wheel_arg(levels: &[(u64, u64)]) -> Arc<str> {
+    levels
+        .iter()
+        .map(|(w, a)| format!("{w}:{a}"))
+        .collect::<Vec<_>>()
+        .join(",")
+        .into()
+}
+
+static DEFAULT_WHEEL: LazyLock<Arc<str>> = LazyLock::new(|| wheel_arg(&WHEEL_LEVELS));
+static WHEEL_OVERRIDES: LazyLock<Mutex<HashMap<String, Arc<str>>>> =
+    LazyLock::new(Default::default);
+static WHEEL_OVERRIDDEN: AtomicBool = AtomicBool::new(false);
+
+/// The wheel levels of a queue in this process (the default unless a test changed them).
+fn wheel_of(keys: &ReliableKeys) -> Arc<str> {
+    if WHEEL_OVERRIDDEN.load(Ordering::Relaxed) {
+        if let Some(w) = WHEEL_OVERRIDES.lock().unwrap().get(&keys.name) {
+            return w.clone();
+        }
+    }
+    DEFAULT_WHEEL.clone()
+}
+
+/// Not part of the API, for tests and benchmarks: gives the reliable queue named `queue`
+/// other wheel levels in this process, `(bucket width, lead)` finest first, so that a
+/// cascade through every level takes seconds, or one level of 1 s buckets (the layout before
+/// the wheel had levels). `None` restores the default. The levels are part of the data
+/// layout: set them before the queue's first handle, and use the same in every process.
+#[doc(hidden)]
+pub fn set_wheel_levels(queue: &str, levels: Option<&[(Duration, Duration)]>) -> Result<()> {
+    let mut overrides = WHEEL_OVERRIDES.lock().unwrap();
+    let Some(levels) = levels else {
+        overrides.remove(queue);
+        return Ok(());
+    };
+    let ms: Vec<(u64, u64)> = levels
+        .iter()
+        .map(|(w, a)| Ok((delay_to_millis(*w)?, delay_to_millis(*a)?)))
+        .collect::<Result<_>>()?;
+    if ms.is_empty() || ms.len() > 8 {
+        return Err(Error::invalid("a wheel has 1 to 8 levels"));
+    }
+    for (i, &(width, lead)) in ms.iter().enumerate() {
+        if width == 0 || width > u32::MAX as u64 {
+            return Err(Error::invalid("a bucket width is 1 ms to 49 days"));
+        }
+        if let Some(&(finer, finer_lead)) = i.checked_sub(1).map(|j| &ms[j]) {
+            if width % finer != 0 || lead < finer_lead {
+                return Err(Error::invalid(
+                    "each level's width is a multiple of the finer one's, its lead no shorter",
+                ));
+            }
+        }
+    }
+    overrides.insert(queue.to_owned(), wheel_arg(&ms));
+    WHEEL_OVERRIDDEN.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The scripts take the default levels without parsing them (reliable_lib.lua).
+#[cfg(test)]
+#[test]
+fn the_scripts_know_the_default_wheel() {
+    let lib = include_str!("scripts/reliable_lib.lua");
+    assert!(lib.contains(&format!("ARGV[2] == '{}'", &*DEFAULT_WHEEL)));
+}
 
 /// The longest id a caller may give.
 pub const MAX_ID_LEN: usize = 256;
@@ -340,7 +424,7 @@ pub(crate) async fn transfer_due(
         for k in keys.script_keys() {
             call.key(k);
         }
-        call.arg(&keys.prefix).arg(BUCKET_WIDTH_MS).arg(batch);
+        call.arg(&keys.prefix).arg(&*wheel_of(keys)).arg(batch);
         let (done, next, now): (u64, i64, i64) = call.invoke_async(conn).await?;
         total += done;
         if done < batch as u64 {
@@ -370,7 +454,7 @@ pub(crate) async fn remove_idle_consumers(
         call.key(k);
     }
     call.arg(&keys.prefix)
-        .arg(BUCKET_WIDTH_MS)
+        .arg(&*wheel_of(keys))
         .arg("idle")
         .arg(CONSUMER_IDLE_LIMIT.as_millis() as u64);
     let removed: u64 = call.invoke_async(conn).await?;
@@ -458,7 +542,11 @@ impl ReliableQueue {
             Ok(p) => p,
             Err(e) if e.to_string().contains("DELAYQSETTINGS") => {
                 let msg = e.to_string();
-                let msg = msg.split("DELAYQSETTINGS").nth(1).unwrap_or(&msg).trim();
+                let msg = msg
+                    .split("DELAYQSETTINGS")
+                    .nth(1)
+                    .unwrap_or(&msg)
+                    .trim_matches(|c: char| c == ':' || c == '"' || c.is_whitespace());
                 return Err(Error::invalid(format!(
                     "{msg} (leave them out to use the stored ones, or update them explicitly)"
                 )));
@@ -491,7 +579,8 @@ impl ReliableQueue {
         for k in self.inner.keys.script_keys() {
             call.key(k);
         }
-        call.arg(&self.inner.keys.prefix).arg(BUCKET_WIDTH_MS);
+        call.arg(&self.inner.keys.prefix)
+            .arg(&*wheel_of(&self.inner.keys));
         call
     }
 

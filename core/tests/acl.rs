@@ -66,7 +66,12 @@ const COMMANDS: &[&str] = &[
     "+xlen",
     "+xrange",
     "+xpending",
-    "+xautoclaim",
+    "+xclaim",
+    "+hgetall",
+    "+hsetnx",
+    "+xinfo|groups",
+    "+xinfo|consumers",
+    "+xgroup|delconsumer",
 ];
 
 /// Keys and channels of every queue of both kinds, whatever its name; the destination
@@ -185,9 +190,9 @@ async fn the_documented_rule_runs_every_reliable_queue_operation() {
     );
     let client = connect_as(&server, "app").await;
     let opts = ReliableQueueOptions {
-        visibility_timeout: Duration::from_millis(300),
-        max_attempts: 2,
-        backoff: Backoff::Schedule(vec![Duration::from_millis(50)]),
+        visibility_timeout: Some(Duration::from_millis(300)),
+        max_attempts: Some(2),
+        backoff: Some(Backoff::Schedule(vec![Duration::from_millis(50)])),
         ..Default::default()
     };
     let q = client.reliable_queue("jobs", opts).unwrap();

@@ -1,27 +1,51 @@
 -- Helpers of the reliable queue, prepended (after lib.lua) to each reliable_*.lua script.
 --
 -- Every reliable script gets the same fixed keys:
---   KEYS[1] wheel  (zset: bucket number -> bucket start ms)
---   KEYS[2] near   (zset: packed entry -> due ms, the entries due within a bucket width)
+--   KEYS[1] wheel  (zset: level-0 bucket number -> bucket start ms)
+--   KEYS[2] near   (zset: packed entry -> due ms, the entries due within a level-0 width)
 --   KEYS[3] ready  (stream with consumer group 'delayq': ready and in-flight messages)
---   KEYS[4] ids    (hash: id -> location: 'b<bucket hex>' or 'n' for a delayed message whose
---                  bucket cannot be read from its id, 'r<stream entry id>' for every ready or
---                  in-flight message)
+--   KEYS[4] ids    (hash: id -> location: 'b<bucket hex>' (level 0), 'b<level>:<bucket hex>'
+--                  or 'n<due ms>' for a delayed message whose place cannot be read from its
+--                  id, 'r<stream entry id>' for every ready or in-flight message)
 --   KEYS[5] dead   (hash: id -> packed dead letter)
 --   KEYS[6] meta   (hash: counters)
--- and ARGV[1] = the key prefix '{dq:N}:' (bucket lists are '{dq:N}:b:<bucket hex>', all in
--- the queue's hash slot), ARGV[2] = bucket width in ms. Script arguments start at ARGV[3].
+-- and ARGV[1] = the key prefix '{dq:N}:' (bucket lists and the wheels of the coarser levels
+-- are computed from it, all in the queue's hash slot), ARGV[2] = the levels of the timing
+-- wheel, finest first, as 'width:lead,width:lead,...' in ms (a plain number is one level of
+-- that width, the layout before the wheel had levels). Script arguments start at ARGV[3].
+--
+-- The wheel (docs/reliable-queue.md): level l has buckets of LEVELS[l + 1] = {width, lead};
+-- bucket b of level l holds the messages due in [b * width, (b + 1) * width) and opens
+-- `lead` ms before it starts. A message lives in the coarsest level whose bucket for its due
+-- time has not opened (level_for); when a bucket opens, the transfer script cascades its
+-- entries to finer levels (from level 0: to 'near'), a batch per call. Level 0's list is
+-- '{dq:N}:b:<hex>' in the wheel KEYS[1]; level l > 0 has '{dq:N}:b<l>:<hex>' in the sorted
+-- set '{dq:N}:wheel<l>', members the bucket numbers in hex, scored by bucket start (ms).
 --
 -- An entry in a bucket list or in 'near' is
 --   struct.pack('BBHHc0', attempts, flags, offset, #id, id) .. payload
--- (the id length takes two bytes: a caller's id may be 256 bytes long)
+-- in 'near' and in levels up to 65.536 s wide, and 'BBI4Hc0' (a 4-byte offset) in coarser
+-- ones (the id length takes two bytes: a caller's id may be 256 bytes long).
 -- attempts: deliveries so far; flags: 1 = indexed in 'ids'; offset: due ms minus bucket start
--- (0 in 'near', whose score holds the due time). A generated id is '<bucket hex>-<16 hex>';
--- in a bucket list of its own bucket only the 16 random hex digits are stored.
+-- (0 in 'near', whose score holds the due time). A generated id is '<hex>-<16 hex>', hex the
+-- level-0 bucket of its due time (due ms / level-0 width); in a bucket list only its 16
+-- random hex digits are stored, the rest follows from the bucket start plus the offset.
 
 local WHEEL, NEAR, READY, IDS, DEAD, META = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local PREFIX = ARGV[1]
-local WIDTH = tonumber(ARGV[2])
+local LEVELS
+if ARGV[2] == '1000:1000,60000:10000,3600000:600000,86400000:36000000' then
+  -- core's default (WHEEL_LEVELS), without the cost of parsing it on every call
+  LEVELS = {{1000, 1000}, {60000, 10000}, {3600000, 600000}, {86400000, 36000000}}
+else
+  LEVELS = {}
+  for w, a in string.gmatch(ARGV[2], '(%d+):(%d+)') do
+    LEVELS[#LEVELS + 1] = {tonumber(w), tonumber(a)}
+  end
+  if #LEVELS == 0 then LEVELS[1] = {tonumber(ARGV[2]), tonumber(ARGV[2])} end
+end
+local TOP = #LEVELS - 1
+local WIDTH = LEVELS[1][1]
 local GROUP = 'delayq'
 local INDEXED = 1
 -- Keys every script may compute (same hash tag as the declared ones).
@@ -73,26 +97,69 @@ local function backoff_ms(attempt, jitter)
   return math.floor(full * jitter)
 end
 
-local function bucket_key(bucket)
-  return PREFIX .. 'b:' .. string.format('%x', bucket)
+local function hex(n)
+  return string.format('%x', n)
 end
 
-local function pack_entry(attempts, flags, offset, id, payload)
-  return struct.pack('BBHHc0', attempts, flags, offset, #id, id) .. payload
+-- The list of bucket `bucket` of level `level`.
+local function bucket_key(level, bucket)
+  if level == 0 then return PREFIX .. 'b:' .. hex(bucket) end
+  return PREFIX .. 'b' .. level .. ':' .. hex(bucket)
+end
+
+-- The sorted set of the buckets of level `level` that have a list.
+local function wheel_key(level)
+  if level == 0 then return WHEEL end
+  return PREFIX .. 'wheel' .. level
+end
+
+-- A bucket's location in 'ids', and back (nil, nil for any other location).
+local function bucket_location(level, bucket)
+  if level == 0 then return 'b' .. hex(bucket) end
+  return 'b' .. level .. ':' .. hex(bucket)
+end
+
+local function parse_location(location)
+  local level, h = string.match(location, '^b(%d+):(%x+)$')
+  if level then return tonumber(level), tonumber(h, 16) end
+  h = string.match(location, '^b(%x+)$')
+  if h then return 0, tonumber(h, 16) end
+  return nil, nil
+end
+
+-- Entries of a level wider than 65.536 s carry a 4-byte offset.
+local function is_long(level)
+  return LEVELS[level + 1][1] > 65536
+end
+
+local function pack_entry(attempts, flags, offset, id, payload, long)
+  return struct.pack(long and 'BBI4Hc0' or 'BBHHc0', attempts, flags, offset, #id, id) .. payload
 end
 
 -- Returns attempts, flags, offset, id, payload (or nil for bytes of another format).
-local function unpack_entry(entry)
-  local ok, attempts, flags, offset, id, pos = pcall(struct.unpack, 'BBHHc0', entry)
+local function unpack_entry(entry, long)
+  local ok, attempts, flags, offset, id, pos = pcall(struct.unpack, long and 'BBI4Hc0' or 'BBHHc0', entry)
   if not ok then return nil end
   return attempts, flags, offset, id, string.sub(entry, pos)
 end
 
 -- The bucket a generated id was born in, or nil for any other id.
 local function bucket_of_generated(id)
-  local hex = string.match(id, '^(%x+)%-%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x$')
-  if hex then return tonumber(hex, 16) end
+  local h = string.match(id, '^(%x+)%-%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x$')
+  if h then return tonumber(h, 16) end
   return nil
+end
+
+-- The level a message due at `due` belongs in at `now`: the coarsest level whose bucket for
+-- `due` has not opened yet (a bucket opens `lead` ms before it starts). A finer bucket opens
+-- no earlier than the coarser one around it (leads grow with the level), so the levels from
+-- the top are first open, then not. -1 when even level 0's bucket has opened: 'near'.
+local function level_for(due, now)
+  for level = TOP, 0, -1 do
+    local width = LEVELS[level + 1][1]
+    if math.floor(due / width) * width - LEVELS[level + 1][2] > now then return level end
+  end
+  return -1
 end
 
 local function ensure_group()
@@ -115,30 +182,6 @@ local function make_ready(id, flags, attempts, due, payload)
   return sid
 end
 
--- Places a message by due time: ready now, in 'near' within one bucket width, else in the
--- bucket list for its due time. The id is stored short when its own bucket holds it.
-local function place(id, flags, attempts, due, payload, now)
-  if due <= now then
-    make_ready(id, flags, attempts, due, payload)
-    return
-  end
-  local bucket = math.floor(due / WIDTH)
-  local start = bucket * WIDTH
-  if start <= now + WIDTH then
-    redis.call('ZADD', NEAR, due, pack_entry(attempts, flags, 0, id, payload))
-    set_location(id, flags, 'n')
-  else
-    local stored = id
-    if flags ~= INDEXED and bucket_of_generated(id) == bucket then
-      stored = string.sub(id, -16)
-    end
-    redis.call('RPUSH', bucket_key(bucket), pack_entry(attempts, flags, due - start, stored, payload))
-    redis.call('ZADD', WHEEL, 'NX', start, string.format('%x', bucket))
-    set_location(id, flags, 'b' .. string.format('%x', bucket))
-  end
-  redis.call('HINCRBY', META, 'delayed', 1)
-end
-
 local function full_id(stored, bucket)
   if #stored == 16 and bucket and not string.find(stored, '[^%x]') then
     return string.format('%x', bucket) .. '-' .. stored
@@ -146,41 +189,174 @@ local function full_id(stored, bucket)
   return stored
 end
 
+-- Puts a delayed message where its due time says at `now`: in 'near' once its level-0
+-- bucket has opened, else in its bucket of level level_for(due, now). The id is stored short
+-- when it is a generated id of its own due time. Does not count the message.
+local function put_delayed(id, flags, attempts, due, payload, now)
+  local level = level_for(due, now)
+  if level < 0 then
+    redis.call('ZADD', NEAR, due, pack_entry(attempts, flags, 0, id, payload))
+    if flags == INDEXED then redis.call('HSET', IDS, id, 'n' .. ms_string(due)) end
+    return
+  end
+  local width = LEVELS[level + 1][1]
+  local bucket = math.floor(due / width)
+  local stored = id
+  if flags ~= INDEXED and bucket_of_generated(id) == math.floor(due / WIDTH) then
+    stored = string.sub(id, -16)
+  end
+  redis.call('RPUSH', bucket_key(level, bucket),
+    pack_entry(attempts, flags, due - bucket * width, stored, payload, is_long(level)))
+  redis.call('ZADD', wheel_key(level), 'NX', bucket * width, hex(bucket))
+  if flags == INDEXED then redis.call('HSET', IDS, id, bucket_location(level, bucket)) end
+end
+
+-- The cascade of one entry read from an opened bucket, `stored` its id as stored there
+-- (kept as it is: the due second a short id needs does not change): to 'near' (with its
+-- full id; also when it is already due, so that the transfer makes 'near' ready in due
+-- order), or into `pushes[level + 1][bucket]` for push_all, which writes each bucket's
+-- entries with one RPUSH.
+local function cascade_entry(stored, flags, attempts, due, payload, now, pushes)
+  local level = level_for(due, now)
+  if level < 0 then
+    local id = stored
+    if flags ~= INDEXED then id = full_id(stored, math.floor(due / WIDTH)) end
+    redis.call('ZADD', NEAR, due, pack_entry(attempts, flags, 0, id, payload))
+    if flags == INDEXED then redis.call('HSET', IDS, id, 'n' .. ms_string(due)) end
+    return
+  end
+  local width = LEVELS[level + 1][1]
+  local bucket = math.floor(due / width)
+  local buckets = pushes[level + 1]
+  if not buckets then
+    buckets = {}
+    pushes[level + 1] = buckets
+  end
+  local list = buckets[bucket]
+  if not list then
+    list = {}
+    buckets[bucket] = list
+  end
+  list[#list + 1] = pack_entry(attempts, flags, due - bucket * width, stored, payload, is_long(level))
+  if flags == INDEXED then redis.call('HSET', IDS, stored, bucket_location(level, bucket)) end
+end
+
+-- Writes the bucket entries cascade_entry collected.
+local function push_all(pushes)
+  for l, buckets in pairs(pushes) do
+    for bucket, list in pairs(buckets) do
+      call_chunked('RPUSH', bucket_key(l - 1, bucket), list)
+      redis.call('ZADD', wheel_key(l - 1), 'NX', bucket * LEVELS[l][1], hex(bucket))
+    end
+  end
+end
+
+-- Places a message by due time: ready now, else delayed (put_delayed) and counted.
+local function place(id, flags, attempts, due, payload, now)
+  if due <= now then
+    make_ready(id, flags, attempts, due, payload)
+    return
+  end
+  put_delayed(id, flags, attempts, due, payload, now)
+  redis.call('HINCRBY', META, 'delayed', 1)
+end
+
+-- Unpacks an entry of a bucket of level `level` that starts at `start`. Returns attempts,
+-- flags, due, full id, payload; nil for bytes of another format (or an offset outside the
+-- bucket).
+local function read_entry(level, start, entry)
+  local attempts, flags, offset, stored, payload = unpack_entry(entry, is_long(level))
+  if not attempts or offset >= LEVELS[level + 1][1] then return nil end
+  local due = start + offset
+  local id = stored
+  if flags ~= INDEXED then id = full_id(stored, math.floor(due / WIDTH)) end
+  return attempts, flags, due, id, payload
+end
+
+-- Finds message `id` in bucket `bucket` of level `level` and removes it: a scan of the
+-- list, a page at a time, unpacking only the entries that contain the id's last 16 bytes.
+-- Returns attempts, flags, due, payload, or nil.
+local function take_from_bucket(level, bucket, id)
+  local key = bucket_key(level, bucket)
+  local start = bucket * LEVELS[level + 1][1]
+  local needle = string.sub(id, -16)
+  local from = 0
+  while true do
+    local page = redis.call('LRANGE', key, from, from + 999)
+    for _, entry in ipairs(page) do
+      if string.find(entry, needle, 1, true) then
+        local attempts, flags, due, full, payload = read_entry(level, start, entry)
+        if attempts and full == id then
+          redis.call('LREM', key, 1, entry)
+          if redis.call('EXISTS', key) == 0 then
+            redis.call('ZREM', wheel_key(level), hex(bucket))
+          end
+          redis.call('HINCRBY', META, 'delayed', -1)
+          return attempts, flags, due, payload
+        end
+      end
+    end
+    if #page < 1000 then return nil end
+    from = from + 1000
+  end
+end
+
+-- Finds message `id` in 'near' among the entries due from `lo` to `hi` (all of them when
+-- nil) and removes it. Returns attempts, flags, due, payload, or nil.
+local function take_from_near(id, lo, hi)
+  local rows
+  if lo then
+    rows = redis.call('ZRANGEBYSCORE', NEAR, lo, hi, 'WITHSCORES')
+  else
+    rows = redis.call('ZRANGE', NEAR, 0, -1, 'WITHSCORES')
+  end
+  for i = 1, #rows, 2 do
+    local attempts, flags, offset, stored, payload = unpack_entry(rows[i])
+    if attempts and stored == id then
+      redis.call('ZREM', NEAR, rows[i])
+      redis.call('HINCRBY', META, 'delayed', -1)
+      return attempts, flags, tonumber(rows[i + 1]), payload
+    end
+  end
+  return nil
+end
+
 -- Finds a delayed message by id and removes it. Returns attempts, flags, due, payload, or
 -- nil when the message is not delayed (unknown, ready, in flight, or dead).
+-- A caller's id (or a moved message) has its place in 'ids'. A generated id names its due
+-- second, so its place follows from the clock: the bucket of level_for(due, now), or 'near';
+-- should the transfer not have cascaded that far yet, the coarser buckets that held it before
+-- are looked at next (a second look, at most one per level, only while a cascade lags; a
+-- list that does not exist costs one LRANGE that finds nothing).
 local function take_delayed(id)
   local location = redis.call('HGET', IDS, id)
-  local bucket = nil
-  if location and string.sub(location, 1, 1) == 'b' then
-    bucket = tonumber(string.sub(location, 2), 16)
-  elseif not location then
-    bucket = bucket_of_generated(id)
-  end
-  if bucket then
-    local key = bucket_key(bucket)
-    for _, entry in ipairs(redis.call('LRANGE', key, 0, -1)) do
-      local attempts, flags, offset, stored, payload = unpack_entry(entry)
-      if attempts and (stored == id or (flags ~= INDEXED and full_id(stored, bucket) == id)) then
-        redis.call('LREM', key, 1, entry)
-        if redis.call('EXISTS', key) == 0 then
-          redis.call('ZREM', WHEEL, string.format('%x', bucket))
-        end
-        redis.call('HINCRBY', META, 'delayed', -1)
-        return attempts, flags, bucket * WIDTH + offset, payload
-      end
+  if location then
+    local level, bucket = parse_location(location)
+    if level then return take_from_bucket(level, bucket, id) end
+    if string.sub(location, 1, 1) == 'n' then
+      -- 'n' alone: written before 'near' locations carried the due time.
+      local due = tonumber(string.sub(location, 2))
+      return take_from_near(id, due, due)
     end
+    return nil
   end
-  if location == 'n' or location == false then
-    for _, entry in ipairs(redis.call('ZRANGE', NEAR, 0, -1)) do
-      local attempts, flags, offset, stored, payload = unpack_entry(entry)
-      if attempts and stored == id then
-        local due = tonumber(redis.call('ZSCORE', NEAR, entry))
-        redis.call('ZREM', NEAR, entry)
-        redis.call('HINCRBY', META, 'delayed', -1)
-        return attempts, flags, due, payload
-      end
-    end
+  local born = bucket_of_generated(id)
+  if not born then return nil end
+  local due = born * WIDTH
+  local level = level_for(due, now_ms())
+  if level < 0 then
+    local attempts, flags, at, payload = take_from_near(id, due, due + WIDTH - 1)
+    if attempts then return attempts, flags, at, payload end
+    level = 0
   end
+  for l = level, TOP do
+    local width = LEVELS[l + 1][1]
+    local attempts, flags, at, payload = take_from_bucket(l, math.floor(due / width), id)
+    if attempts then return attempts, flags, at, payload end
+  end
+  -- Placed before the wheel had levels: in its level-0 bucket (no such list otherwise, while
+  -- the level-1 bucket around it has not opened).
+  if level > 0 then return take_from_bucket(0, born, id) end
   return nil
 end
 
@@ -256,15 +432,40 @@ local function forget_id(id, now)
 end
 
 -- The next time the transfer task has work: the first due time in 'near', or the time the
--- first bucket must be promoted to 'near'. -1 when nothing is delayed.
+-- first bucket of any level opens (its entries then cascade, or go to 'near'). -1 when
+-- nothing is delayed.
 local function next_wake()
   local best = -1
   local n = redis.call('ZRANGE', NEAR, 0, 0, 'WITHSCORES')
   if n[1] then best = tonumber(n[2]) end
-  local w = redis.call('ZRANGE', WHEEL, 0, 0, 'WITHSCORES')
-  if w[1] then
-    local promote = tonumber(w[2]) - WIDTH
-    if best < 0 or promote < best then best = promote end
+  for level = 0, TOP do
+    local w = redis.call('ZRANGE', wheel_key(level), 0, 0, 'WITHSCORES')
+    if w[1] then
+      local opens = tonumber(w[2]) - LEVELS[level + 1][2]
+      if best < 0 or opens < best then best = opens end
+    end
   end
   return best
+end
+
+-- The time the transfer task has work for a message due at `due` (> now) placed at `now`:
+-- its due time in 'near', else the time its bucket opens.
+local function wake_for(due, now)
+  local level = level_for(due, now)
+  if level < 0 then return due end
+  local width = LEVELS[level + 1][1]
+  return math.floor(due / width) * width - LEVELS[level + 1][2]
+end
+
+-- Whether the transfer task already has work at or before `t` (next_wake() <= t, asked with
+-- as few commands as the answer needs).
+local function wakes_by(t)
+  if #redis.call('ZRANGEBYSCORE', NEAR, '-inf', t, 'LIMIT', 0, 1) > 0 then return true end
+  for level = 0, TOP do
+    local l = LEVELS[level + 1]
+    if #redis.call('ZRANGEBYSCORE', wheel_key(level), '-inf', t + l[2], 'LIMIT', 0, 1) > 0 then
+      return true
+    end
+  end
+  return false
 end

@@ -5,7 +5,16 @@
 local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash', META, 'hash')
 if err then return err end
 local now = now_ms()
-local before = next_wake()
+-- The earliest wake-up these messages add; announced when the task had nothing as early.
+local earliest = nil
+for i = 3, #ARGV, 4 do
+  local due = now + tonumber(ARGV[i])
+  if due > now then
+    local wake = wake_for(due, now)
+    if not earliest or wake < earliest then earliest = wake end
+  end
+end
+local announce = earliest and not wakes_by(earliest)
 local out = {}
 for i = 3, #ARGV, 4 do
   local due = now + tonumber(ARGV[i])
@@ -22,8 +31,7 @@ for i = 3, #ARGV, 4 do
     out[#out + 1] = {id, 1}
   end
 end
-local after = next_wake()
-if after >= 0 and (before < 0 or after < before) then
-  redis.call('PUBLISH', KEYS[7], ms_string(after))
+if announce then
+  redis.call('PUBLISH', KEYS[7], ms_string(earliest))
 end
 return out

@@ -1,4 +1,4 @@
--- Move a reliable queue forward: promote buckets about to come due to 'near', make due
+-- Move a reliable queue forward: cascade the wheel's opened buckets toward 'near', make due
 -- messages ready, and take back deliveries whose visibility timeout passed (redelivered
 -- with one more attempt, or buried in the dead letters after the last one).
 -- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua.
@@ -14,27 +14,40 @@ local max_attempts = settings().max_attempts
 local now = now_ms()
 local done = 0
 
--- 1. Buckets whose start is within one width: their entries go to 'near' by due time.
-for _, b in ipairs(redis.call('ZRANGEBYSCORE', WHEEL, '-inf', now + WIDTH, 'LIMIT', 0, 8)) do
-  local bucket = tonumber(b, 16)
-  local key = bucket_key(bucket)
-  local entries = redis.call('LRANGE', key, 0, batch - 1)
-  for _, entry in ipairs(entries) do
-    local attempts, flags, offset, stored, payload = unpack_entry(entry)
-    if attempts then
-      local id = stored
-      if flags ~= INDEXED then id = full_id(stored, bucket) end
-      redis.call('ZADD', NEAR, bucket * WIDTH + offset, pack_entry(attempts, flags, 0, id, payload))
-      set_location(id, flags, 'n')
-    else
-      redis.call('RPUSH', PREFIX .. 'corrupt', entry)
-      redis.call('HINCRBY', META, 'delayed', -1)
+-- 1. Buckets that have opened (a bucket opens `lead` ms before it starts): their entries
+-- cascade to the finer level they now belong in, or from level 0 to 'near' by due time
+-- (see reliable_lib.lua). At most `batch` entries per call, the finest level first (its
+-- entries come due soonest); a bucket left unfinished stays in its wheel and the next call
+-- goes on with it. Entries going to one bucket are written with one RPUSH.
+local budget = batch
+local pushes = {}
+for level = 0, TOP do
+  if budget <= 0 then break end
+  local width, lead = LEVELS[level + 1][1], LEVELS[level + 1][2]
+  local wheel = wheel_key(level)
+  local long = is_long(level)
+  for _, b in ipairs(redis.call('ZRANGEBYSCORE', wheel, '-inf', now + lead, 'LIMIT', 0, 8)) do
+    if budget <= 0 then break end
+    local bucket = tonumber(b, 16)
+    local start = bucket * width
+    local key = bucket_key(level, bucket)
+    local entries = redis.call('LRANGE', key, 0, budget - 1)
+    for _, entry in ipairs(entries) do
+      local attempts, flags, offset, stored, payload = unpack_entry(entry, long)
+      if attempts and offset < width then
+        cascade_entry(stored, flags, attempts, start + offset, payload, now, pushes)
+      else
+        redis.call('RPUSH', PREFIX .. 'corrupt', entry)
+        redis.call('HINCRBY', META, 'delayed', -1)
+      end
     end
+    budget = budget - #entries
+    done = done + #entries
+    redis.call('LTRIM', key, #entries, -1)
+    if redis.call('EXISTS', key) == 0 then redis.call('ZREM', wheel, b) end
   end
-  done = done + #entries
-  redis.call('LTRIM', key, #entries, -1)
-  if redis.call('EXISTS', key) == 0 then redis.call('ZREM', WHEEL, b) end
 end
+push_all(pushes)
 
 -- 2. Due messages in 'near' become ready.
 local due = redis.call('ZRANGEBYSCORE', NEAR, '-inf', now, 'WITHSCORES', 'LIMIT', 0, batch)

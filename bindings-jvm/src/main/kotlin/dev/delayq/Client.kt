@@ -5,7 +5,9 @@ import dev.delayq.ffi.Client as FfiClient
 
 /**
  * A connection to Redis (`redis://[user:pass@]host:port/db`, `rediss://` for TLS,
- * `redis+unix:///path`), or to a Redis Cluster ([connectCluster]). Thread-safe; share one per process. Closing it closes every
+ * `redis+unix:///path`, `redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER[/db]`),
+ * or to a Redis Cluster ([connectCluster]). [ClientOptions] add TLS certificate files and the
+ * durability option. Thread-safe; share one per process. Closing it closes every
  * queue handle it gave out.
  *
  * ```java
@@ -27,6 +29,38 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
 
         /** Connects from a coroutine. */
         suspend fun connectSuspend(url: String): Client = native { Client(dev.delayq.ffi.connect(url)) }
+
+        /**
+         * Connects with [options] (TLS certificate files, the durability option, cluster mode),
+         * blocking the calling thread.
+         */
+        @JvmStatic
+        fun connect(url: String, options: ClientOptions): Client = connect(listOf(url), options)
+
+        /** [connect] with [options] without blocking. */
+        @JvmStatic
+        fun connectAsync(url: String, options: ClientOptions): CompletableFuture<Client> =
+            Bridge.future { connectSuspend(url, options) }
+
+        /** [connect] with [options] from a coroutine. */
+        suspend fun connectSuspend(url: String, options: ClientOptions): Client = connectSuspend(listOf(url), options)
+
+        /**
+         * Connects to the Redis Cluster that [seeds] are nodes of (or, with one URL and
+         * `options.cluster` false, to one server) with [options], blocking the calling thread.
+         */
+        @JvmStatic
+        fun connect(seeds: List<String>, options: ClientOptions): Client =
+            native { Client(dev.delayq.ffi.connectWithOptionsBlocking(options.toFfi(seeds))) }
+
+        /** [connect] with seeds and [options] without blocking. */
+        @JvmStatic
+        fun connectAsync(seeds: List<String>, options: ClientOptions): CompletableFuture<Client> =
+            Bridge.future { connectSuspend(seeds, options) }
+
+        /** [connect] with seeds and [options] from a coroutine. */
+        suspend fun connectSuspend(seeds: List<String>, options: ClientOptions): Client =
+            native { Client(dev.delayq.ffi.connectWithOptions(options.toFfi(seeds))) }
 
         /** Connects to one server, or with [cluster] to the Redis Cluster that [url] is a node of, blocking. */
         @JvmStatic

@@ -1,0 +1,105 @@
+package dev.delayq
+
+import dev.delayq.ffi.ConnectOptions
+import dev.delayq.ffi.DurabilitySpec
+import java.nio.file.Path
+import java.nio.file.Paths
+import java.time.Duration
+
+/**
+ * Certificate files (PEM) for `rediss://` URLs: a private CA to trust instead of the
+ * system's roots ([caFile]), and a client certificate with its key ([certFile], [keyFile])
+ * for servers that require one (mutual TLS, `tls-auth-clients yes`).
+ *
+ * ```java
+ * TlsOptions tls = new TlsOptions()
+ *     .withCaFile(Path.of("/etc/redis/ca.crt"))
+ *     .withClientCertificate(Path.of("/etc/app/client.crt"), Path.of("/etc/app/client.key"));
+ * ```
+ *
+ * The files are read when connecting; a missing file throws [InvalidArgumentException].
+ */
+data class TlsOptions @JvmOverloads constructor(
+    /** A CA certificate to trust instead of the system's roots. */
+    val caFile: Path? = null,
+    /** A client certificate, for mutual TLS. Needs [keyFile]. */
+    val certFile: Path? = null,
+    /** The private key of [certFile]. */
+    val keyFile: Path? = null,
+) {
+    fun withCaFile(value: Path?) = copy(caFile = value)
+
+    fun withCaFile(value: String) = copy(caFile = Paths.get(value))
+
+    fun withCertFile(value: Path?) = copy(certFile = value)
+
+    fun withKeyFile(value: Path?) = copy(keyFile = value)
+
+    /** A client certificate and its key. */
+    fun withClientCertificate(cert: Path, key: Path) = copy(certFile = cert, keyFile = key)
+
+    /** A client certificate and its key. */
+    fun withClientCertificate(cert: String, key: String) = copy(certFile = Paths.get(cert), keyFile = Paths.get(key))
+}
+
+/**
+ * The durability option: offers and acks return once [replicas] replicas (`WAIT`) and, with
+ * [aof], the append-only files (`WAITAOF`, Redis 7.2+) have them. A write not confirmed
+ * within [timeout] throws [TimeoutException]: it was applied on the master, but may not
+ * survive a failover.
+ */
+data class Durability @JvmOverloads constructor(
+    /** Replicas that must have each write. */
+    val replicas: Int = 0,
+    /** Also wait for the append-only file of the master and of [replicas] replicas. */
+    val aof: Boolean = false,
+    /** How long to wait (default 1 s). */
+    val timeout: Duration = Duration.ofSeconds(1),
+) {
+    fun withReplicas(value: Int) = copy(replicas = value)
+
+    fun withAof(value: Boolean) = copy(aof = value)
+
+    fun withTimeout(value: Duration) = copy(timeout = value)
+
+    internal fun toFfi(): DurabilitySpec {
+        // A negative count must not wrap to a huge unsigned one.
+        if (replicas < 0) throw InvalidArgumentException("durability replicas must not be negative, got $replicas")
+        return DurabilitySpec(replicas.toUInt(), aof, Bridge.parts(timeout))
+    }
+}
+
+/**
+ * How to connect, beyond the URL: [cluster] mode, [tls] certificate files and the
+ * [durability] option (off by default). Immutable; Java chains the `with` methods:
+ *
+ * ```java
+ * Client client = Client.connect("rediss://redis.internal:6380", new ClientOptions()
+ *     .withTls(new TlsOptions().withCaFile(Path.of("ca.crt")))
+ *     .withDurability(new Durability(1)));
+ * ```
+ */
+data class ClientOptions @JvmOverloads constructor(
+    /** Treat the URL(s) as seeds of a Redis Cluster (implied by more than one URL). */
+    val cluster: Boolean = false,
+    /** Certificate files for `rediss://`. */
+    val tls: TlsOptions = TlsOptions(),
+    /** Wait for replicas (and the append-only file) after offers and acks; null: no waiting. */
+    val durability: Durability? = null,
+) {
+    fun withCluster(value: Boolean) = copy(cluster = value)
+
+    fun withTls(value: TlsOptions) = copy(tls = value)
+
+    fun withDurability(value: Durability?) = copy(durability = value)
+
+    internal fun toFfi(urls: List<String>): ConnectOptions =
+        ConnectOptions(
+            urls,
+            cluster,
+            tls.caFile?.toString(),
+            tls.certFile?.toString(),
+            tls.keyFile?.toString(),
+            durability?.toFfi(),
+        )
+}
