@@ -14,5 +14,7 @@ if [ -z "${REDIS_URL:-}" ]; then
   until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
   export REDIS_URL="redis://127.0.0.1:$port"
 fi
-echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), $(nproc) cores"
+# Wall-clock figures (SLOWLOG, latencies) count the time Redis waits for a CPU: the load
+# average says how much other work the machine had.
+echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 target/release/delayq bench "$@"

@@ -54,41 +54,66 @@ pub struct TransferOutcome {
     pub now: i64,
 }
 
-/// One script call: moves at most `batch` due entries.
+/// The time one transfer script call may spend moving entries, in microseconds. A call
+/// stops about there, leaving what it did not reach due for the next call, so that no call
+/// blocks Redis for long whatever the size of the queue and the order in which its entries
+/// come due; on a queue list far over a million entries, a call may take half of it plus
+/// one scan of half the list (see `scripts/transfer.lua`).
+pub(crate) const TRANSFER_BUDGET_US: u64 = 20_000;
+
+/// Where the transfer script's sweep of the queue list stands between two calls of one
+/// pass: opaque here, handed back to the script as it returned it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SweepState([i64; 4]);
+
+/// One script call: moves at most `batch` due entries, within [`TRANSFER_BUDGET_US`].
 pub(crate) async fn transfer_batch(
     conn: &mut (impl ConnectionLike + Send),
     keys: &DelayedKeys,
     batch: usize,
-) -> Result<TransferOutcome> {
-    let (moved, next_due, now): (u64, i64, i64) = scripts::TRANSFER
+    state: SweepState,
+) -> Result<(TransferOutcome, SweepState)> {
+    let (moved, next_due, now, a, b, c, d): (u64, i64, i64, i64, i64, i64, i64) = scripts::TRANSFER
         .key(&keys.destination)
         .key(&keys.timeout_set)
         .key(&keys.queue_list)
         .key(&keys.corrupt_list)
         .arg(batch)
+        .arg(TRANSFER_BUDGET_US)
+        .arg(&state.0[..])
         .invoke_async(conn)
         .await?;
-    Ok(TransferOutcome {
+    let outcome = TransferOutcome {
         moved,
         next_due: (next_due >= 0).then_some(next_due),
         now,
-    })
+    };
+    Ok((outcome, SweepState([a, b, c, d])))
 }
 
-/// Moves every due entry, batch after batch, until none is due.
+/// Moves every due entry, call after call, until none is due.
+///
+/// It ends: each call either moves entries or advances the sweep of the queue list, and
+/// after a list's worth of sweeping without finding anything the script moves due entries
+/// one by one (SPEC section 5: nothing is left stuck). Should a call ever return without
+/// having changed anything, the pass stops there rather than spin.
 pub(crate) async fn transfer_due(
     conn: &mut (impl ConnectionLike + Send),
     keys: &DelayedKeys,
     batch: usize,
 ) -> Result<TransferOutcome> {
     let mut total = 0;
+    let mut state = SweepState::default();
     loop {
-        let mut outcome = transfer_batch(conn, keys, batch).await?;
+        let (mut outcome, next) = transfer_batch(conn, keys, batch, state).await?;
         total += outcome.moved;
-        if outcome.moved < batch as u64 {
+        let due_left = outcome.next_due.is_some_and(|due| due <= outcome.now);
+        let stuck = outcome.moved == 0 && next == state;
+        if !due_left || stuck {
             outcome.moved = total;
             return Ok(outcome);
         }
+        state = next;
     }
 }
 
@@ -219,6 +244,12 @@ async fn run(
                     tracing::debug!(queue = %job.name(), moved = outcome.moved, "moved due entries");
                 }
                 match outcome.next_due {
+                    // Work due that a pass left undone without doing any: no spinning.
+                    Some(due) if due <= outcome.now && outcome.moved == 0 => {
+                        let pause = backoff.next();
+                        tracing::debug!(queue = %job.name(), retry_in = ?pause, "due work left undone");
+                        pause
+                    }
                     Some(due) => Duration::from_millis((due - outcome.now).max(0) as u64)
                         .min(opts.reconcile_interval),
                     None => opts.reconcile_interval,

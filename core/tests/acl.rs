@@ -46,6 +46,7 @@ const COMMANDS: &[&str] = &[
     "+lset",
     "+ltrim",
     "+lpos",
+    "+lindex",
     "+zadd",
     "+zrem",
     "+zrange",

@@ -214,14 +214,20 @@ end
 -- The cascade of one entry read from an opened bucket, `stored` its id as stored there
 -- (kept as it is: the due second a short id needs does not change): to 'near' (with its
 -- full id; also when it is already due, so that the transfer makes 'near' ready in due
--- order), or into `pushes[level + 1][bucket]` for push_all, which writes each bucket's
--- entries with one RPUSH.
+-- order), or to a bucket of a finer level. Collected in `pushes` for push_all, which writes
+-- 'near' with one ZADD and each bucket with one RPUSH.
 local function cascade_entry(stored, flags, attempts, due, payload, now, pushes)
   local level = level_for(due, now)
   if level < 0 then
     local id = stored
     if flags ~= INDEXED then id = full_id(stored, math.floor(due / WIDTH)) end
-    redis.call('ZADD', NEAR, due, pack_entry(attempts, flags, 0, id, payload))
+    local near = pushes.near
+    if not near then
+      near = {}
+      pushes.near = near
+    end
+    near[#near + 1] = due
+    near[#near + 1] = pack_entry(attempts, flags, 0, id, payload)
     if flags == INDEXED then redis.call('HSET', IDS, id, 'n' .. ms_string(due)) end
     return
   end
@@ -241,10 +247,11 @@ local function cascade_entry(stored, flags, attempts, due, payload, now, pushes)
   if flags == INDEXED then redis.call('HSET', IDS, stored, bucket_location(level, bucket)) end
 end
 
--- Writes the bucket entries cascade_entry collected.
+-- Writes the entries cascade_entry collected.
 local function push_all(pushes)
-  for l, buckets in pairs(pushes) do
-    for bucket, list in pairs(buckets) do
+  if pushes.near then call_chunked('ZADD', NEAR, pushes.near) end
+  for l = 1, TOP + 1 do
+    for bucket, list in pairs(pushes[l] or {}) do
       call_chunked('RPUSH', bucket_key(l - 1, bucket), list)
       redis.call('ZADD', wheel_key(l - 1), 'NX', bucket * LEVELS[l][1], hex(bucket))
     end

@@ -11,11 +11,12 @@ if not attempts then
   attempts, payload = tonumber(fields['a']), fields['p']
 end
 local now = now_ms()
-local before = next_wake()
 local at = now + tonumber(ARGV[4])
+-- Announced when the transfer task had no work as early as this message now brings.
+local wake = at > now and wake_for(at, now)
+local announce = wake and not wakes_by(wake)
 place(ARGV[3], INDEXED, attempts, at, payload, now)
-local after = next_wake()
-if after >= 0 and (before < 0 or after < before) then
-  redis.call('PUBLISH', KEYS[7], ms_string(after))
+if announce then
+  redis.call('PUBLISH', KEYS[7], ms_string(wake))
 end
 return at

@@ -49,8 +49,9 @@ for level = 0, TOP do
 end
 push_all(pushes)
 
--- 2. Due messages in 'near' become ready.
+-- 2. Due messages in 'near' become ready, in due order (one ZREM and one HINCRBY for all).
 local due = redis.call('ZRANGEBYSCORE', NEAR, '-inf', now, 'WITHSCORES', 'LIMIT', 0, batch)
+local taken = {}
 for i = 1, #due, 2 do
   local attempts, flags, offset, id, payload = unpack_entry(due[i])
   if attempts then
@@ -58,10 +59,13 @@ for i = 1, #due, 2 do
   else
     redis.call('RPUSH', PREFIX .. 'corrupt', due[i])
   end
-  redis.call('ZREM', NEAR, due[i])
-  redis.call('HINCRBY', META, 'delayed', -1)
+  taken[#taken + 1] = due[i]
 end
-done = done + #due / 2
+if #taken > 0 then
+  call_chunked('ZREM', NEAR, taken)
+  redis.call('HINCRBY', META, 'delayed', -#taken)
+end
+done = done + #taken
 
 -- 3. Deliveries whose lease ended come back: those with a lease in LEASES by its end,
 -- and those without one (a consumer that died between XREADGROUP and recording the
