@@ -234,6 +234,8 @@ async fn run(cli: Cli) -> delayq::Result<()> {
                     handles.push(Handle::Delayed(client.delayed_queue_with(q, opts.clone())?));
                 }
             }
+            // Listen before saying so: a Ctrl-C right after the banner must stop cleanly.
+            let stop = interrupted();
             eprintln!(
                 "delayq: moving due entries of {} on {} (Ctrl-C to stop)",
                 queues.join(", "),
@@ -243,7 +245,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
                     .collect::<Vec<_>>()
                     .join(",")
             );
-            let _ = tokio::signal::ctrl_c().await;
+            stop.await;
             drop(handles);
             client.close();
             Ok(())
@@ -327,17 +329,24 @@ pub(crate) fn io_error(e: std::io::Error) -> delayq::Error {
 }
 
 /// Resolves on Ctrl-C (SIGINT) or SIGTERM: the signals that ask a command to stop cleanly.
-pub(crate) async fn interrupted() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// The handlers are installed when this is called (not when first polled), so a signal that
+/// arrives right after, before the caller awaits, is not lost.
+pub(crate) fn interrupted() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let int = signal(SignalKind::interrupt());
+    let term = signal(SignalKind::terminate());
+    async move {
+        let wait = |s: std::io::Result<tokio::signal::unix::Signal>| async move {
+            match s {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        tokio::select! {
+            _ = wait(int) => {}
+            _ = wait(term) => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
     }
 }
