@@ -75,7 +75,14 @@ function toList(list, what, convert) {
   return Array.from(list, convert);
 }
 
-const MS_OPTIONS = ['visibilityTimeoutMs', 'backoffBaseMs', 'backoffMaxMs', 'reconcileIntervalMs'];
+const MS_OPTIONS = [
+  'visibilityTimeoutMs',
+  'backoffBaseMs',
+  'backoffMaxMs',
+  'deadLetterRetentionMs',
+  'idempotencyRetentionMs',
+  'reconcileIntervalMs',
+];
 
 /** Queue options with their milliseconds type-checked (core checks the values). */
 function queueOptions(options) {
@@ -89,6 +96,20 @@ function queueOptions(options) {
     o.backoffMs = toList(o.backoffMs, 'backoffMs', (ms) => toDelay(ms, 'backoffMs'));
   }
   return o;
+}
+
+/** `[payload, delayMs?, id?]` or `{ payload, delayMs?, id? }` items of offerAll. */
+function reliableEntries(messages) {
+  return Array.from(messages, (m) => {
+    const [payload, delayMs, id] = Array.isArray(m) ? m : [m.payload, m.delayMs, m.id];
+    return { payload: toBuffer(payload, 'payload'), delayMs: toDelay(delayMs ?? 0), id: toOptionalId(id) };
+  });
+}
+
+/** A count: a number or a bigint (core checks the value). */
+function toCount(n, what) {
+  if (typeof n === 'number' || typeof n === 'bigint') return n;
+  throw invalid(`${what} must be a number or bigint, not ${typeName(n)}`);
 }
 
 function toName(name) {
@@ -241,6 +262,17 @@ class Delivery {
     return this._inner.dueAt;
   }
 
+  /** When this delivery's lease ends (server Unix ms); moved by `extend`. */
+  get deadline() {
+    return this._inner.deadline;
+  }
+
+  /** Moves the end of the lease to `ms` from now; false when the lease was already lost. */
+  async extend(ms) {
+    const d = toDelay(ms, 'ms');
+    return call(() => this._inner.extend(d));
+  }
+
   async ack() {
     return call(() => this._inner.ack());
   }
@@ -267,12 +299,21 @@ class ReliableQueue {
     return call(() => this._inner.offer(p, d, i));
   }
 
+  async offerWithOutcome(payload, delayMs = 0, id) {
+    const p = toBuffer(payload, 'payload');
+    const d = toDelay(delayMs);
+    const i = toOptionalId(id);
+    return call(() => this._inner.offerWithOutcome(p, d, i));
+  }
+
   async offerAll(messages) {
-    const list = Array.from(messages, (m) => {
-      const [payload, delayMs, id] = Array.isArray(m) ? m : [m.payload, m.delayMs, m.id];
-      return { payload: toBuffer(payload, 'payload'), delayMs: toDelay(delayMs ?? 0), id: toOptionalId(id) };
-    });
+    const list = reliableEntries(messages);
     return call(() => this._inner.offerAll(list));
+  }
+
+  async offerAllWithOutcome(messages) {
+    const list = reliableEntries(messages);
+    return call(() => this._inner.offerAllWithOutcome(list));
   }
 
   async cancel(id) {
@@ -293,6 +334,34 @@ class ReliableQueue {
     return d === null ? null : new Delivery(d);
   }
 
+  /** Up to `n` ready messages in one round trip; an empty list when `timeoutMs` passes. */
+  async receiveMany(n, timeoutMs, options) {
+    const count = toCount(n, 'n');
+    const { timeoutMs: t, signal } = waitOptions(timeoutMs, options);
+    const ms = timeoutArg(t);
+    const list = await abortable(signal, (handle) => this._inner.receiveMany(count, ms, handle));
+    return list.map((d) => new Delivery(d));
+  }
+
+  /** Acks many deliveries in one round trip; for each, whether its lease was still held. */
+  async ackMany(deliveries) {
+    const list = toList(deliveries, 'deliveries', (d) => {
+      if (!(d instanceof Delivery)) throw invalid(`ackMany takes Delivery objects, not ${typeName(d)}`);
+      return d._inner;
+    });
+    return call(() => this._inner.ackMany(list));
+  }
+
+  /** The queue's settings as stored in Redis. */
+  async settings() {
+    return call(() => this._inner.settings());
+  }
+
+  /** Acks through this handle that found their delivery already ended (lease lost). */
+  lostLeases() {
+    return this._inner.lostLeases();
+  }
+
   async stats() {
     return call(() => this._inner.stats());
   }
@@ -311,40 +380,33 @@ class ReliableQueue {
   }
 
   /**
-   * Runs `handler(delivery)` on received messages, `concurrency` at a time: acks when its
-   * Promise resolves, nacks (with the back-off) when it rejects. Resolves when the queue or
-   * client is closed, or `signal` aborts.
+   * Runs `handler(delivery)` on received messages, `concurrency` at a time (core's consume:
+   * it receives ahead, extends the lease of a running handler, batches acks): acks when its
+   * Promise resolves, nacks (with the queue's back-off) when it rejects. Resolves when the
+   * queue or client is closed (after `close({ deadlineMs })`, once the running handlers
+   * were settled), or when `signal` aborts (then deliveries not settled come back after
+   * their lease ends).
    */
   async consume(handler, concurrency = 1, options = {}) {
     if (typeof handler !== 'function') throw invalid('handler must be a function');
     if (!Number.isInteger(concurrency) || concurrency < 1) throw invalid('concurrency must be a positive integer');
     const { signal } = options;
-    const worker = async () => {
-      while (!(signal && signal.aborted)) {
-        let delivery;
-        try {
-          delivery = await this.receive(1000, { signal });
-        } catch (err) {
-          if (err.code === 'ERR_DELAYQ_CLOSED' || err.code === 'ABORT_ERR') return;
-          throw err;
-        }
-        if (delivery === null) continue;
-        let ok = true;
-        try {
-          await handler(delivery);
-        } catch {
-          ok = false;
-        }
-        try {
-          if (ok) await delivery.ack();
-          else await delivery.nack();
-        } catch (err) {
-          if (err.code === 'ERR_DELAYQ_CLOSED') return;
-          throw err;
-        }
+    // Resolves to null on success or to the failure's description: it never rejects.
+    const run = async (d) => {
+      try {
+        await handler(new Delivery(d));
+        return null;
+      } catch (err) {
+        return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
       }
     };
-    await Promise.all(Array.from({ length: concurrency }, worker));
+    const n = Math.min(concurrency, 0xffffffff);
+    try {
+      await abortable(signal, (handle) => this._inner.consume(run, n, handle));
+    } catch (err) {
+      if (err.code === 'ABORT_ERR') return;
+      throw err;
+    }
   }
 
   /** Deliveries as they come; ends when a receive times out (`timeoutMs`), or never. */
@@ -356,8 +418,28 @@ class ReliableQueue {
     }
   }
 
-  close() {
-    this._inner.close();
+  /**
+   * `close()` closes this handle at once. `close({ deadlineMs })` returns a Promise: the
+   * graceful close (consumers stop receiving, running handlers get up to `deadlineMs` to
+   * finish and are settled, prefetched deliveries go back, then the handle closes).
+   */
+  close(options) {
+    if (options === undefined) {
+      this._inner.close();
+      return undefined;
+    }
+    return this._closeGracefully(options);
+  }
+
+  async _closeGracefully(options) {
+    if (options === null || typeof options !== 'object') throw invalid(`options must be an object, not ${typeName(options)}`);
+    const { deadlineMs } = options;
+    if (deadlineMs === undefined || deadlineMs === null) {
+      this._inner.close();
+      return;
+    }
+    const d = toDelay(deadlineMs, 'deadlineMs');
+    await call(() => this._inner.closeGracefully(d));
   }
 }
 

@@ -67,7 +67,10 @@ export declare class DelayedQueue {
   close(): void
 }
 
-/** A received message: `ack()` when done, `nack(delayMs?)` to retry. */
+/**
+ * A received message: `ack()` when done, `nack(delayMs?)` to retry, `extend(ms)` to keep
+ * it longer.
+ */
 export declare class Delivery {
   /** The message id. */
   get id(): string
@@ -77,6 +80,13 @@ export declare class Delivery {
   get attempt(): number
   /** When the message came due (server Unix ms). */
   get dueAt(): number
+  /** When this delivery's lease ends (server Unix ms); moved by `extend`. */
+  get deadline(): number
+  /**
+   * Moves the end of the lease to `ms` from now; resolves to false when the lease was
+   * already lost.
+   */
+  extend(ms: number | bigint): Promise<boolean>
   /** Acknowledges; resolves to false when this delivery had already ended. */
   ack(): Promise<boolean>
   /**
@@ -95,8 +105,12 @@ export declare class ReliableQueue {
    * waiting or in flight is not offered twice (resolves to the id, changes nothing).
    */
   offer(payload: Buffer, delayMs: number | bigint, id?: string | undefined | null): Promise<string>
+  /** Like `offer`; resolves to the id and whether this call created the message. */
+  offerWithOutcome(payload: Buffer, delayMs: number | bigint, id?: string | undefined | null): Promise<OfferOutcome>
   /** Offers many messages; resolves to their ids. */
   offerAll(messages: Array<ReliableOfferEntry>): Promise<Array<string>>
+  /** Like `offerAll`; resolves to an outcome per message, in order. */
+  offerAllWithOutcome(messages: Array<ReliableOfferEntry>): Promise<Array<OfferOutcome>>
   /** Removes a message that has not come due; resolves to whether there was one. */
   cancel(id: string): Promise<boolean>
   /** Moves a message that has not come due to `delayMs` from now. */
@@ -106,6 +120,27 @@ export declare class ReliableQueue {
    * server; resolves to null when the time passes.
    */
   receive(timeoutMs?: number | bigint | undefined | null, cancel?: CancelHandle | undefined | null): Promise<Delivery | null>
+  /**
+   * Receives up to `n` ready messages (1 to 1000) in one round trip, waiting up to
+   * `timeoutMs` (none: forever) for the first; resolves to an empty list when the time
+   * passes.
+   */
+  receiveMany(n: number | bigint, timeoutMs?: number | bigint | undefined | null, cancel?: CancelHandle | undefined | null): Promise<Array<Delivery>>
+  /**
+   * Acks many deliveries in one round trip; resolves, for each, to whether its lease
+   * was still held.
+   */
+  ackMany(deliveries: Array<Delivery>): Promise<Array<boolean>>
+  /** The queue's settings as stored in Redis. */
+  settings(): Promise<ReliableSettings>
+  /** Acks through this handle that found their delivery already ended (lease lost). */
+  lostLeases(): number
+  /**
+   * Core's `consume`: `handler` runs on the JavaScript thread for each delivery,
+   * `concurrency` at a time. Resolves when the handle or client is closed (after a
+   * graceful close, once the running handlers were settled), or when `cancel` fires.
+   */
+  consume(handler: (delivery: Delivery) => Promise<string | null>, concurrency: number, cancel?: CancelHandle | undefined | null): Promise<void>
   /** Counts: delayed, ready, inFlight, dead. */
   stats(): Promise<ReliableStats>
   /** Up to `limit` dead letters. */
@@ -114,8 +149,14 @@ export declare class ReliableQueue {
   requeueDead(ids?: Array<string> | undefined | null): Promise<number>
   /** Deletes every dead letter; resolves to how many there were. */
   purgeDead(): Promise<number>
-  /** Closes this handle. */
+  /** Closes this handle at once. */
   close(): void
+  /**
+   * Closes this handle gracefully: consumers stop receiving, running handlers get up to
+   * `deadlineMs` to finish and are settled, prefetched deliveries go back, then the
+   * handle closes.
+   */
+  closeGracefully(deadlineMs: number | bigint): Promise<void>
 }
 
 /** Options of a connection. */
@@ -181,6 +222,17 @@ export interface OfferEntry {
   delayMs: number | bigint
 }
 
+/** What `offerWithOutcome` did. */
+export interface OfferOutcome {
+  /** The message id. */
+  id: string
+  /**
+   * Whether this call created the message (false: one with this id was already
+   * waiting, ready, in flight, or acked within the idempotency retention).
+   */
+  created: boolean
+}
+
 /** The Lua source of the offer script (for benchmarks against other clients). */
 export declare function offerScriptSource(): string
 
@@ -194,9 +246,14 @@ export interface ReliableOfferEntry {
   id?: string
 }
 
-/** Options of a reliable queue handle. */
+/**
+ * Options of a reliable queue handle. The queue's settings (all but `updateSettings`,
+ * `scheduler` and `reconcileIntervalMs`) are stored in Redis with the queue and shared by
+ * every handle: one left out uses the stored value; a named one must match it (else the
+ * handle's first call fails with `ERR_DELAYQ_INVALID_ARGUMENT`) unless `updateSettings`.
+ */
 export interface ReliableQueueOptions {
-  /** How long a received message stays invisible, in ms (default 30000). */
+  /** How long a received message stays invisible (its lease), in ms (default 30000). */
   visibilityTimeoutMs?: number | bigint
   /** Deliveries before the dead letters (default 5). */
   maxAttempts?: number | bigint
@@ -209,10 +266,47 @@ export interface ReliableQueueOptions {
   backoffBaseMs?: number | bigint
   /** Exponential back-off: the longest delay in ms (default 600000). */
   backoffMaxMs?: number | bigint
+  /** Sub-queues, a power of two (default 1). */
+  shards?: number | bigint
+  /** How long dead letters are kept, in ms (0, the default: until requeued or purged). */
+  deadLetterRetentionMs?: number | bigint
+  /**
+   * How long acked ids are remembered for de-duplication, in ms (0, the default: not
+   * at all).
+   */
+  idempotencyRetentionMs?: number | bigint
+  /**
+   * Overwrite the stored settings with the named ones instead of failing on a
+   * difference (default false).
+   */
+  updateSettings?: boolean
   /** Run this process's transfer task for the queue (default true). */
   scheduler?: boolean
   /** Longest pause between two transfer passes, in ms (default 1000). */
   reconcileIntervalMs?: number | bigint
+}
+
+/**
+ * The settings of a reliable queue, as stored in Redis with it (the same names as the
+ * options that set them).
+ */
+export interface ReliableSettings {
+  /** The lease of a delivery, in ms. */
+  visibilityTimeoutMs: number
+  /** Deliveries before the dead letters. */
+  maxAttempts: number
+  /** The back-off schedule in ms, when the back-off is one (the last delay repeats). */
+  backoffMs?: Array<number>
+  /** The first delay of an exponential back-off, in ms. */
+  backoffBaseMs?: number
+  /** The longest delay of an exponential back-off, in ms. */
+  backoffMaxMs?: number
+  /** Sub-queues. */
+  shards: number
+  /** How long dead letters are kept, in ms; 0: until requeued or purged. */
+  deadLetterRetentionMs: number
+  /** How long acked ids are remembered for de-duplication, in ms; 0: not at all. */
+  idempotencyRetentionMs: number
 }
 
 /** Counts of a reliable queue. */

@@ -33,7 +33,17 @@ pub trait ReceiveHandler: Send + Sync {
     fn on_error(&self, kind: String, message: String);
 }
 
-/// A `take_then` or `receive_then` in progress.
+/// Receives the outcome of `ReliableQueue.receive_many_then` (implemented by the Kotlin
+/// facade).
+#[uniffi::export(foreign)]
+pub trait ReceiveManyHandler: Send + Sync {
+    /// The deliveries; empty when the timeout passed.
+    fn on_deliveries(&self, deliveries: Vec<Arc<crate::reliable_queue::Delivery>>);
+    /// The call failed: `kind` is the error's stable name (`invalid_argument`, ...).
+    fn on_error(&self, kind: String, message: String);
+}
+
+/// A `take_then`, `receive_then` or `receive_many_then` in progress.
 #[derive(uniffi::Object)]
 pub struct PendingCall {
     task: tokio::task::AbortHandle,

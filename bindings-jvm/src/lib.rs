@@ -25,8 +25,8 @@ pub use codec::{pack_entry, unpack_entry, UnpackedEntry};
 pub use delayed_queue::{DelayedQueue, DelayedStats, OfferEntry};
 pub use error::FfiError;
 pub use reliable_queue::{
-    BackoffSpec, DeadLetter, Delivery, DeliveryHandler, ReliableOfferEntry, ReliableOptions,
-    ReliableQueue, ReliableStats,
+    BackoffSpec, DeadLetter, Delivery, DeliveryHandler, OfferOutcome, ReliableOfferEntry,
+    ReliableOptions, ReliableQueue, ReliableSettings, ReliableStats,
 };
 pub use time::DurationParts;
 

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::error::FfiError;
-use crate::handover::{self, PendingCall, ReceiveHandler};
+use crate::handover::{self, PendingCall, ReceiveHandler, ReceiveManyHandler};
 use crate::runtime::{block, run};
 use crate::time::DurationParts;
 
@@ -26,22 +26,27 @@ pub enum BackoffSpec {
     Schedule { delays: Vec<DurationParts> },
 }
 
-/// Options of a reliable queue handle; see `delayq::ReliableQueueOptions`.
+/// Options of a reliable queue handle; see `delayq::ReliableQueueOptions`. A setting left
+/// out (none) uses the one stored with the queue.
 #[derive(Debug, Clone, uniffi::Record)]
 pub struct ReliableOptions {
-    pub visibility_timeout: DurationParts,
-    pub max_attempts: u32,
-    pub backoff: BackoffSpec,
+    pub visibility_timeout: Option<DurationParts>,
+    pub max_attempts: Option<u32>,
+    pub backoff: Option<BackoffSpec>,
+    pub shards: Option<u32>,
+    pub dead_letter_retention: Option<DurationParts>,
+    pub idempotency_retention: Option<DurationParts>,
+    /// Overwrite the stored settings with the named ones instead of failing.
+    pub update_settings: bool,
     /// Run this process's transfer task for the queue.
     pub scheduler: bool,
     /// Longest pause between two transfer passes.
     pub reconcile_interval: DurationParts,
 }
 
-impl ReliableOptions {
-    /// Core's options; every duration is checked by core (`delayq::delay`).
-    pub(crate) fn to_core(&self) -> delayq::Result<delayq::ReliableQueueOptions> {
-        let backoff = match &self.backoff {
+impl BackoffSpec {
+    fn to_core(&self) -> delayq::Result<delayq::Backoff> {
+        Ok(match self {
             BackoffSpec::Exponential { base, max } => delayq::Backoff::Exponential {
                 base: base.delay()?,
                 max: max.delay()?,
@@ -52,17 +57,88 @@ impl ReliableOptions {
                     .map(|d| d.delay())
                     .collect::<delayq::Result<_>>()?,
             ),
-        };
+        })
+    }
+}
+
+impl From<delayq::Backoff> for BackoffSpec {
+    fn from(b: delayq::Backoff) -> Self {
+        match b {
+            delayq::Backoff::Exponential { base, max } => BackoffSpec::Exponential {
+                base: base.into(),
+                max: max.into(),
+            },
+            delayq::Backoff::Schedule(delays) => BackoffSpec::Schedule {
+                delays: delays.into_iter().map(Into::into).collect(),
+            },
+        }
+    }
+}
+
+impl ReliableOptions {
+    /// Core's options; every duration is checked by core (`delayq::delay`).
+    pub(crate) fn to_core(&self) -> delayq::Result<delayq::ReliableQueueOptions> {
+        let delay = |d: Option<DurationParts>| d.map(DurationParts::delay).transpose();
         Ok(delayq::ReliableQueueOptions {
-            visibility_timeout: self.visibility_timeout.delay()?,
+            visibility_timeout: delay(self.visibility_timeout)?,
             max_attempts: self.max_attempts,
-            backoff,
+            backoff: self
+                .backoff
+                .as_ref()
+                .map(BackoffSpec::to_core)
+                .transpose()?,
+            shards: self.shards,
+            dead_letter_retention: delay(self.dead_letter_retention)?,
+            idempotency_retention: delay(self.idempotency_retention)?,
+            update_settings: self.update_settings,
             scheduler: delayq::SchedulerOptions {
                 enabled: self.scheduler,
                 reconcile_interval: self.reconcile_interval.timeout()?,
                 ..Default::default()
             },
         })
+    }
+}
+
+/// The settings of a reliable queue as stored with it; see `delayq::ReliableSettings`.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct ReliableSettings {
+    pub visibility_timeout: DurationParts,
+    pub max_attempts: u32,
+    pub backoff: BackoffSpec,
+    pub shards: u32,
+    /// None: dead letters are kept until requeued or purged.
+    pub dead_letter_retention: Option<DurationParts>,
+    /// None: acked ids are not remembered.
+    pub idempotency_retention: Option<DurationParts>,
+}
+
+impl From<delayq::ReliableSettings> for ReliableSettings {
+    fn from(s: delayq::ReliableSettings) -> Self {
+        ReliableSettings {
+            visibility_timeout: s.visibility_timeout.into(),
+            max_attempts: s.max_attempts,
+            backoff: s.backoff.into(),
+            shards: s.shards,
+            dead_letter_retention: s.dead_letter_retention.map(Into::into),
+            idempotency_retention: s.idempotency_retention.map(Into::into),
+        }
+    }
+}
+
+/// What `offer_with_outcome` did: the id, and whether this call created the message.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct OfferOutcome {
+    pub id: String,
+    pub created: bool,
+}
+
+impl From<delayq::OfferOutcome> for OfferOutcome {
+    fn from(o: delayq::OfferOutcome) -> Self {
+        OfferOutcome {
+            id: o.id,
+            created: o.created,
+        }
     }
 }
 
@@ -156,18 +232,43 @@ impl ReliableQueue {
         async move { q.offer(payload, delay.delay()?, id.as_deref()).await }
     }
 
+    fn offer_with_outcome_fut(
+        &self,
+        payload: Vec<u8>,
+        delay: DurationParts,
+        id: Option<String>,
+    ) -> impl Future<Output = delayq::Result<OfferOutcome>> + Send + 'static {
+        let q = self.inner.clone();
+        async move {
+            let out = q
+                .offer_with_outcome(payload, delay.delay()?, id.as_deref())
+                .await?;
+            Ok(out.into())
+        }
+    }
+
     fn offer_all_fut(
         &self,
         entries: Vec<ReliableOfferEntry>,
     ) -> impl Future<Output = delayq::Result<Vec<String>>> + Send + 'static {
+        let outcomes = self.offer_all_with_outcome_fut(entries);
+        async move { Ok(outcomes.await?.into_iter().map(|o| o.id).collect()) }
+    }
+
+    fn offer_all_with_outcome_fut(
+        &self,
+        entries: Vec<ReliableOfferEntry>,
+    ) -> impl Future<Output = delayq::Result<Vec<OfferOutcome>>> + Send + 'static {
         let q = self.inner.clone();
         async move {
             let checked = entries
                 .into_iter()
                 .map(|e| Ok((e.payload, e.delay.delay()?, e.id)))
                 .collect::<delayq::Result<Vec<_>>>()?;
-            q.offer_all(checked.iter().map(|(p, d, id)| (p, *d, id.as_deref())))
-                .await
+            let out = q
+                .offer_all_with_outcome(checked.iter().map(|(p, d, id)| (p, *d, id.as_deref())))
+                .await?;
+            Ok(out.into_iter().map(Into::into).collect())
         }
     }
 
@@ -196,6 +297,48 @@ impl ReliableQueue {
         async move {
             let timeout = timeout.map(DurationParts::timeout).transpose()?;
             Ok(q.receive(timeout).await?.map(Delivery::new))
+        }
+    }
+
+    fn receive_many_fut(
+        &self,
+        n: u32,
+        timeout: Option<DurationParts>,
+    ) -> impl Future<Output = delayq::Result<Vec<Arc<Delivery>>>> + Send + 'static {
+        let q = self.inner.clone();
+        async move {
+            let timeout = timeout.map(DurationParts::timeout).transpose()?;
+            let got = q.receive_many(n as usize, timeout).await?;
+            Ok(got.into_iter().map(Delivery::new).collect())
+        }
+    }
+
+    fn ack_many_fut(
+        &self,
+        deliveries: Vec<Arc<Delivery>>,
+    ) -> impl Future<Output = delayq::Result<Vec<bool>>> + Send + 'static {
+        let q = self.inner.clone();
+        let list: Vec<delayq::Delivery> = deliveries.iter().map(|d| d.inner.clone()).collect();
+        async move { q.ack_many(&list).await }
+    }
+
+    fn settings_fut(
+        &self,
+    ) -> impl Future<Output = delayq::Result<ReliableSettings>> + Send + 'static {
+        let q = self.inner.clone();
+        async move { q.settings().await.map(Into::into) }
+    }
+
+    fn close_gracefully_fut(
+        &self,
+        deadline: DurationParts,
+    ) -> impl Future<Output = delayq::Result<()>> + Send + 'static {
+        // Owned by the future from the start: given up (a cancelled coroutine or future),
+        // even before it ran, the handle closes at once.
+        let guard = CloseOnDrop(self.inner.clone());
+        async move {
+            let guard = guard;
+            guard.0.close_gracefully(deadline.timeout()?).await
         }
     }
 
@@ -286,12 +429,44 @@ impl ReliableQueue {
         block(self.offer_fut(payload, delay, id))
     }
 
+    /// Like `offer`; tells whether this call created the message or found one with its id.
+    pub async fn offer_with_outcome(
+        &self,
+        payload: Vec<u8>,
+        delay: DurationParts,
+        id: Option<String>,
+    ) -> Res<OfferOutcome> {
+        run(self.offer_with_outcome_fut(payload, delay, id)).await
+    }
+    pub fn offer_with_outcome_blocking(
+        &self,
+        payload: Vec<u8>,
+        delay: DurationParts,
+        id: Option<String>,
+    ) -> Res<OfferOutcome> {
+        block(self.offer_with_outcome_fut(payload, delay, id))
+    }
+
     /// Offers many messages; returns their ids in order. All are checked first.
     pub async fn offer_all(&self, entries: Vec<ReliableOfferEntry>) -> Res<Vec<String>> {
         run(self.offer_all_fut(entries)).await
     }
     pub fn offer_all_blocking(&self, entries: Vec<ReliableOfferEntry>) -> Res<Vec<String>> {
         block(self.offer_all_fut(entries))
+    }
+
+    /// Like `offer_all`; an outcome per message, in order.
+    pub async fn offer_all_with_outcome(
+        &self,
+        entries: Vec<ReliableOfferEntry>,
+    ) -> Res<Vec<OfferOutcome>> {
+        run(self.offer_all_with_outcome_fut(entries)).await
+    }
+    pub fn offer_all_with_outcome_blocking(
+        &self,
+        entries: Vec<ReliableOfferEntry>,
+    ) -> Res<Vec<OfferOutcome>> {
+        block(self.offer_all_with_outcome_fut(entries))
     }
 
     /// Removes a message that has not come due; returns whether there was one.
@@ -329,6 +504,59 @@ impl ReliableQueue {
         block(self.receive_fut(timeout))
     }
 
+    /// Up to `n` ready messages in one round trip, waiting up to `timeout` (none: forever)
+    /// for the first, handed to `handler` (as `receive_then`); empty when the time passes.
+    pub fn receive_many_then(
+        &self,
+        n: u32,
+        timeout: Option<DurationParts>,
+        handler: Arc<dyn ReceiveManyHandler>,
+    ) -> Arc<PendingCall> {
+        let on_error = handler.clone();
+        handover::run_then(
+            self.receive_many_fut(n, timeout),
+            move |deliveries| handler.on_deliveries(deliveries),
+            move |kind, message| on_error.on_error(kind, message),
+        )
+    }
+    pub fn receive_many_blocking(
+        &self,
+        n: u32,
+        timeout: Option<DurationParts>,
+    ) -> Res<Vec<Arc<Delivery>>> {
+        block(self.receive_many_fut(n, timeout))
+    }
+
+    /// Acks many deliveries in one round trip; for each, whether its lease was still held.
+    pub async fn ack_many(&self, deliveries: Vec<Arc<Delivery>>) -> Res<Vec<bool>> {
+        run(self.ack_many_fut(deliveries)).await
+    }
+    pub fn ack_many_blocking(&self, deliveries: Vec<Arc<Delivery>>) -> Res<Vec<bool>> {
+        block(self.ack_many_fut(deliveries))
+    }
+
+    /// The queue's settings as stored in Redis.
+    pub async fn settings(&self) -> Res<ReliableSettings> {
+        run(self.settings_fut()).await
+    }
+    pub fn settings_blocking(&self) -> Res<ReliableSettings> {
+        block(self.settings_fut())
+    }
+
+    /// Acks through this handle that found their delivery already ended (lease lost).
+    pub fn lost_leases(&self) -> u64 {
+        self.inner.lost_leases()
+    }
+
+    /// Closes this handle gracefully: consumers stop receiving, running handlers get up to
+    /// `deadline` to finish and are settled, prefetched deliveries go back, then it closes.
+    pub async fn close_gracefully(&self, deadline: DurationParts) -> Res<()> {
+        run(self.close_gracefully_fut(deadline)).await
+    }
+    pub fn close_gracefully_blocking(&self, deadline: DurationParts) -> Res<()> {
+        block(self.close_gracefully_fut(deadline))
+    }
+
     /// Counts of delayed, ready, in-flight and dead messages.
     pub async fn stats(&self) -> Res<ReliableStats> {
         run(self.stats_fut()).await
@@ -362,7 +590,8 @@ impl ReliableQueue {
     }
 
     /// Runs `handler` on deliveries, `concurrency` at a time, until the handle or its
-    /// client is closed: acks on success, nacks on failure.
+    /// client is closed: acks on success, nacks on failure (core's consume: it receives
+    /// ahead, extends the leases of running handlers, batches acks).
     pub async fn consume(&self, concurrency: u32, handler: Arc<dyn DeliveryHandler>) -> Res<()> {
         run(self.consume_fut(concurrency, handler)).await
     }
@@ -371,7 +600,24 @@ impl ReliableQueue {
     }
 }
 
+/// Closes the handle when dropped (a graceful close given up).
+struct CloseOnDrop(delayq::ReliableQueue);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
 impl Delivery {
+    fn extend_fut(
+        &self,
+        duration: DurationParts,
+    ) -> impl Future<Output = delayq::Result<bool>> + Send + 'static {
+        let d = self.inner.clone();
+        async move { d.extend(duration.delay()?).await }
+    }
+
     fn ack_fut(&self) -> impl Future<Output = delayq::Result<bool>> + Send + 'static {
         let d = self.inner.clone();
         async move { d.ack().await }
@@ -415,6 +661,19 @@ impl Delivery {
     /// When the message came due (server Unix ms).
     pub fn due_at(&self) -> i64 {
         self.inner.due_at
+    }
+
+    /// When this delivery's lease ends (server Unix ms); moved by `extend`.
+    pub fn deadline(&self) -> i64 {
+        self.inner.deadline()
+    }
+
+    /// Moves the end of the lease to `duration` from now; false when it was already lost.
+    pub async fn extend(&self, duration: DurationParts) -> Res<bool> {
+        run(self.extend_fut(duration)).await
+    }
+    pub fn extend_blocking(&self, duration: DurationParts) -> Res<bool> {
+        block(self.extend_fut(duration))
     }
 
     /// Acknowledges; false when this delivery had already ended.

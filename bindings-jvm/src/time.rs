@@ -43,3 +43,13 @@ impl DurationParts {
         Ok(self.to_std())
     }
 }
+
+impl From<Duration> for DurationParts {
+    /// A stored duration going out (a queue setting); saturates past `i64::MAX` seconds.
+    fn from(d: Duration) -> Self {
+        DurationParts {
+            seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            nanos: d.subsec_nanos(),
+        }
+    }
+}

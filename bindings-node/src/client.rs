@@ -103,10 +103,14 @@ pub struct DelayedQueueOptions {
     pub reconcile_interval_ms: Option<Either<f64, BigInt>>,
 }
 
-/// Options of a reliable queue handle.
+/// Options of a reliable queue handle. The queue's settings (all but `updateSettings`,
+/// `scheduler` and `reconcileIntervalMs`) are stored in Redis with the queue and shared by
+/// every handle: one left out uses the stored value; a named one must match it (else the
+/// handle's first call fails with `ERR_DELAYQ_INVALID_ARGUMENT`) unless `updateSettings`.
 #[napi(object)]
+#[derive(Default)]
 pub struct ReliableQueueOptions {
-    /// How long a received message stays invisible, in ms (default 30000).
+    /// How long a received message stays invisible (its lease), in ms (default 30000).
     pub visibility_timeout_ms: Option<Either<f64, BigInt>>,
     /// Deliveries before the dead letters (default 5).
     pub max_attempts: Option<Either<f64, BigInt>>,
@@ -117,10 +121,55 @@ pub struct ReliableQueueOptions {
     pub backoff_base_ms: Option<Either<f64, BigInt>>,
     /// Exponential back-off: the longest delay in ms (default 600000).
     pub backoff_max_ms: Option<Either<f64, BigInt>>,
+    /// Sub-queues, a power of two (default 1).
+    pub shards: Option<Either<f64, BigInt>>,
+    /// How long dead letters are kept, in ms (0, the default: until requeued or purged).
+    pub dead_letter_retention_ms: Option<Either<f64, BigInt>>,
+    /// How long acked ids are remembered for de-duplication, in ms (0, the default: not
+    /// at all).
+    pub idempotency_retention_ms: Option<Either<f64, BigInt>>,
+    /// Overwrite the stored settings with the named ones instead of failing on a
+    /// difference (default false).
+    pub update_settings: Option<bool>,
     /// Run this process's transfer task for the queue (default true).
     pub scheduler: Option<bool>,
     /// Longest pause between two transfer passes, in ms (default 1000).
     pub reconcile_interval_ms: Option<Either<f64, BigInt>>,
+}
+
+impl ReliableQueueOptions {
+    /// Core's options; every value is checked by core.
+    fn into_core(self) -> Result<delayq::ReliableQueueOptions> {
+        let backoff = match (self.backoff_ms, self.backoff_base_ms, self.backoff_max_ms) {
+            (Some(list), None, None) => Some(delayq::Backoff::Schedule(
+                list.into_iter()
+                    .map(option_ms)
+                    .collect::<Result<Vec<_>>>()?,
+            )),
+            (Some(_), _, _) => return Err(crate::error::to_js(delayq::Error::InvalidArgument(
+                "give backoffMs (a schedule) or backoffBaseMs/backoffMaxMs (exponential), not both"
+                    .into(),
+            ))),
+            (None, None, None) => None,
+            (None, base, max) => Some(delayq::Backoff::Exponential {
+                base: ms(base, 1000.0)?,
+                max: ms(max, 600_000.0)?,
+            }),
+        };
+        let count = |n: Option<Either<f64, BigInt>>, what: &str| -> Result<Option<u32>> {
+            n.map(|n| convert::count(n, what)).transpose()
+        };
+        Ok(delayq::ReliableQueueOptions {
+            visibility_timeout: self.visibility_timeout_ms.map(option_ms).transpose()?,
+            max_attempts: count(self.max_attempts, "max_attempts")?,
+            backoff,
+            shards: count(self.shards, "shards")?,
+            dead_letter_retention: self.dead_letter_retention_ms.map(option_ms).transpose()?,
+            idempotency_retention: self.idempotency_retention_ms.map(option_ms).transpose()?,
+            update_settings: self.update_settings.unwrap_or(false),
+            scheduler: scheduler(self.scheduler, self.reconcile_interval_ms)?,
+        })
+    }
 }
 
 /// A duration option in ms (number or bigint), or `default_ms` when it is absent.
@@ -180,35 +229,7 @@ impl Client {
         name: String,
         options: Option<ReliableQueueOptions>,
     ) -> Result<ReliableQueue> {
-        let o = options.unwrap_or(ReliableQueueOptions {
-            visibility_timeout_ms: None,
-            max_attempts: None,
-            backoff_ms: None,
-            backoff_base_ms: None,
-            backoff_max_ms: None,
-            scheduler: None,
-            reconcile_interval_ms: None,
-        });
-        let backoff = match o.backoff_ms {
-            Some(list) => delayq::Backoff::Schedule(
-                list.into_iter()
-                    .map(option_ms)
-                    .collect::<Result<Vec<_>>>()?,
-            ),
-            None => delayq::Backoff::Exponential {
-                base: ms(o.backoff_base_ms, 1000.0)?,
-                max: ms(o.backoff_max_ms, 600_000.0)?,
-            },
-        };
-        let opts = delayq::ReliableQueueOptions {
-            visibility_timeout: ms(o.visibility_timeout_ms, 30_000.0)?,
-            max_attempts: match o.max_attempts {
-                Some(n) => convert::count(n, "max_attempts")?,
-                None => 5,
-            },
-            backoff,
-            scheduler: scheduler(o.scheduler, o.reconcile_interval_ms)?,
-        };
+        let opts = options.unwrap_or_default().into_core()?;
         let inner = self.inner.reliable_queue(&name, opts).js()?;
         Ok(ReliableQueue { inner })
     }

@@ -17,7 +17,9 @@ use napi::Result;
 
 pub use client::{connect, Client, ClientOptions};
 pub use delayed_queue::{DelayedQueue, DelayedStats};
-pub use reliable_queue::{DeadLetter, Delivery, ReliableQueue, ReliableStats};
+pub use reliable_queue::{
+    DeadLetter, Delivery, OfferOutcome, ReliableQueue, ReliableSettings, ReliableStats,
+};
 
 /// Packs an entry the way Redisson does (`struct.pack('Bc0Lc0', ...)`).
 #[napi]

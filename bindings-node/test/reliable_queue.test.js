@@ -113,9 +113,18 @@ test('every call taking an id refuses a non-string id with the invalid-argument 
   for (const maxAttempts of [-1, 2.5, -1n, 256]) {
     assert.throws(() => client.reliableQueue(queueName(), { maxAttempts }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `maxAttempts ${maxAttempts}`);
   }
-  assert.deepEqual(await q.deadLetters(10n), []);
   assert.equal(redis.cli('KEYS', `*${name}*`), '');
+  assert.deepEqual(await q.deadLetters(10n), []);
 });
+
+const DURATION_OPTIONS = [
+  'visibilityTimeoutMs',
+  'backoffBaseMs',
+  'backoffMaxMs',
+  'deadLetterRetentionMs',
+  'idempotencyRetentionMs',
+  'reconcileIntervalMs',
+];
 
 test('milliseconds may be bigint: timeouts, iterators and queue options', async () => {
   const q = client.reliableQueue(queueName(), {
@@ -136,13 +145,13 @@ test('milliseconds may be bigint: timeouts, iterators and queue options', async 
   for (const ms of bad) {
     await assert.rejects(q.receive(ms), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `receive(${ms})`);
     await assert.rejects(q.receive({ timeoutMs: ms }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
-    for (const option of ['visibilityTimeoutMs', 'backoffBaseMs', 'backoffMaxMs', 'reconcileIntervalMs']) {
+    for (const option of DURATION_OPTIONS) {
       assert.throws(() => client.reliableQueue(queueName(), { [option]: ms }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `${option}: ${ms}`);
     }
     assert.throws(() => client.reliableQueue(queueName(), { backoffMs: [1n, ms] }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
   }
   for (const ms of [-1, NaN, Infinity, '5', null, {}]) {
-    for (const option of ['visibilityTimeoutMs', 'backoffBaseMs', 'backoffMaxMs', 'reconcileIntervalMs']) {
+    for (const option of DURATION_OPTIONS) {
       if (ms === null) continue; // null means the default
       assert.throws(() => client.reliableQueue(queueName(), { [option]: ms }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `${option}: ${String(ms)}`);
     }

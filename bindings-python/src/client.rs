@@ -153,7 +153,8 @@ impl Client {
     /// in every process: a setting left out (None) uses the stored one; a named one must
     /// match it (else the handle's first call raises `InvalidArgument` naming the
     /// difference) unless `update_settings` is true, which overwrites the stored ones. The
-    /// first handle on a new queue stores what it names and the defaults for the rest.
+    /// first handle to make a call on a new queue stores what it names and the defaults for
+    /// the rest.
     ///
     /// The settings: `visibility_timeout` (the lease of a delivery, default 30 s),
     /// `max_attempts` deliveries before the dead letters (default 5), the back-off of a

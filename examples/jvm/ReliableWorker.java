@@ -3,6 +3,8 @@ import dev.delayq.Client;
 import dev.delayq.ReliableQueue;
 import dev.delayq.ReliableQueueOptions;
 import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 
 /**
  * A reliable consumer: offers one job, then consumes with four handlers at a time, acking
@@ -10,7 +12,7 @@ import java.time.Duration;
  * Args: url queue.
  */
 public class ReliableWorker {
-    public static void main(String[] args) {
+    public static void main(String[] args) throws InterruptedException {
         String url = args.length > 0 ? args[0] : System.getenv().getOrDefault("REDIS_URL", "redis://127.0.0.1:6379");
         String queueName = args.length > 1 ? args[1] : "jobs";
         ReliableQueueOptions options = new ReliableQueueOptions()
@@ -20,13 +22,18 @@ public class ReliableWorker {
         try (Client client = Client.connect(url);
                 ReliableQueue jobs = client.reliableQueue(queueName, options)) {
             jobs.offer("charge card 42", Duration.ofMillis(500), "invoice-42");
-            jobs.consume(delivery -> {
+            CountDownLatch oneDone = new CountDownLatch(1);
+            CompletableFuture<?> consuming = jobs.consumeAsync(delivery -> {
                 System.out.println("[java worker] " + delivery.getId() + " attempt " + delivery.getAttempt()
                         + ": " + delivery.payloadString());
                 if (delivery.getAttempt() == 1) throw new IllegalStateException("card network down; retry");
-                jobs.close(); // one job is enough for the example: consume returns
+                oneDone.countDown(); // one job is enough for the example
             }, 4);
-            System.out.println("[java worker] done");
+            oneDone.await();
+            // The graceful close: running handlers finish and are acked, then consume returns.
+            jobs.closeGracefully(Duration.ofSeconds(10));
+            consuming.join();
+            System.out.println("[java worker] done: " + client.reliableQueue(queueName).stats());
         }
     }
 }

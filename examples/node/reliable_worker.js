@@ -11,11 +11,18 @@ async function main() {
     backoffMs: [15_000, 180_000, 600_000, 1_800_000, 3_600_000],
   });
   await jobs.offer('charge card 42', 1000, 'invoice-42');
-  const stop = new AbortController();
-  await jobs.consume(async (d) => {
+  let oneDone;
+  const handled = new Promise((resolve) => {
+    oneDone = resolve;
+  });
+  const consuming = jobs.consume(async (d) => {
     console.log(`[node worker] ${d.id} attempt ${d.attempt}: ${d.payload}`);
-    stop.abort(); // one job is enough for the example
-  }, 4, { signal: stop.signal });
+    oneDone(); // one job is enough for the example
+  }, 4);
+  await handled;
+  // The graceful close: running handlers finish and are acked, then consume resolves.
+  await jobs.close({ deadlineMs: 10_000 });
+  await consuming;
   client.close();
 }
 

@@ -58,5 +58,8 @@ internal object Bridge {
     /** A `java.time.Duration` as seconds and nanos; core checks sign and range. */
     fun parts(d: Duration): DurationParts = DurationParts(d.seconds, d.nano.toUInt())
 
+    /** A duration that came from core (a stored setting). */
+    fun duration(p: DurationParts): Duration = Duration.ofSeconds(p.seconds, p.nanos.toLong())
+
     fun utf8(s: String): ByteArray = s.toByteArray(Charsets.UTF_8)
 }

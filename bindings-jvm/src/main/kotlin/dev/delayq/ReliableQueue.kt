@@ -3,6 +3,7 @@ package dev.delayq
 import dev.delayq.ffi.BackoffSpec
 import dev.delayq.ffi.DurationParts
 import dev.delayq.ffi.ReceiveHandler
+import dev.delayq.ffi.ReceiveManyHandler
 import dev.delayq.ffi.ReliableOfferEntry
 import dev.delayq.ffi.ReliableOptions
 import kotlinx.coroutines.runBlocking
@@ -20,12 +21,26 @@ sealed class Backoff {
     /** `base * 2^(attempt-1)`, capped at [max], with jitter (a random delay between half of that and all of it). */
     class Exponential internal constructor(val base: Duration, val max: Duration) : Backoff() {
         override fun toString() = "Backoff.exponential($base, $max)"
+
+        override fun equals(other: Any?) = other is Exponential && other.base == base && other.max == max
+
+        override fun hashCode() = 31 * base.hashCode() + max.hashCode()
     }
 
     /** Explicit delays after the 1st, 2nd, ... failed attempt; the last one repeats. */
     class Schedule internal constructor(val delays: List<Duration>) : Backoff() {
         override fun toString() = "Backoff.schedule($delays)"
+
+        override fun equals(other: Any?) = other is Schedule && other.delays == delays
+
+        override fun hashCode() = delays.hashCode()
     }
+
+    internal fun toFfi(): BackoffSpec =
+        when (this) {
+            is Exponential -> BackoffSpec.Exponential(Bridge.parts(base), Bridge.parts(max))
+            is Schedule -> BackoffSpec.Schedule(delays.map(Bridge::parts))
+        }
 
     companion object {
         /** Exponential with jitter from [base] up to [max] (defaults: 1 s up to 10 min). */
@@ -40,13 +55,24 @@ sealed class Backoff {
         /** Explicit delays from a list; the last one repeats. */
         @JvmStatic
         fun schedule(delays: List<Duration>): Backoff = Schedule(delays.toList())
+
+        internal fun of(spec: BackoffSpec): Backoff =
+            when (spec) {
+                is BackoffSpec.Exponential -> Exponential(Bridge.duration(spec.base), Bridge.duration(spec.max))
+                is BackoffSpec.Schedule -> Schedule(spec.delays.map(Bridge::duration))
+            }
     }
 }
 
 /**
- * Options of a reliable queue handle. Every process on one queue should use the same
- * [visibilityTimeout] and [maxAttempts]. Immutable: Kotlin uses named arguments or `copy`,
- * Java chains the `with` methods:
+ * Options of a reliable queue handle. The queue's settings ([visibilityTimeout],
+ * [maxAttempts], [backoff], [shards], [deadLetterRetention], [idempotencyRetention]) are
+ * stored in Redis with the queue and shared by every handle in every process: one left
+ * null uses the stored value; a named one must match it, or the handle's first call throws
+ * [InvalidArgumentException] naming the difference, unless [updateSettings] is set (which
+ * overwrites the stored ones). The first handle to make a call on a new queue stores what it
+ * names and the defaults for the rest. Immutable: Kotlin uses named arguments or `copy`, Java
+ * chains the `with` methods:
  *
  * ```java
  * ReliableQueueOptions opts = new ReliableQueueOptions()
@@ -58,37 +84,78 @@ sealed class Backoff {
  * Checked by core when the queue handle is made: a bad value throws [InvalidArgumentException].
  */
 data class ReliableQueueOptions @JvmOverloads constructor(
-    /** How long a received message stays invisible before it is delivered again (default 30 s). */
-    val visibilityTimeout: Duration = Duration.ofSeconds(30),
+    /** How long a received message stays invisible (its lease) before it is delivered again (default 30 s). */
+    val visibilityTimeout: Duration? = null,
     /** Deliveries before a message goes to the dead letters (1 to 255, default 5). */
-    val maxAttempts: Int = 5,
+    val maxAttempts: Int? = null,
     /** The delay before a retry when none is given (default: exponential from 1 s to 10 min). */
-    val backoff: Backoff = Backoff.exponential(),
+    val backoff: Backoff? = null,
+    /** Sub-queues, a power of two (default 1). */
+    val shards: Int? = null,
+    /** How long dead letters are kept (zero, the default: until requeued or purged). */
+    val deadLetterRetention: Duration? = null,
+    /** How long acked ids are remembered for de-duplication (zero, the default: not at all). */
+    val idempotencyRetention: Duration? = null,
+    /** Overwrite the stored settings with the named ones instead of failing on a difference (default false). */
+    val updateSettings: Boolean = false,
     /** Whether this process moves the queue's due messages (default true). */
     val scheduler: Boolean = true,
     /** Longest pause between two passes of this process's transfer task (default 1 s). */
     val reconcileInterval: Duration = Duration.ofSeconds(1),
 ) {
-    fun withVisibilityTimeout(value: Duration) = copy(visibilityTimeout = value)
+    fun withVisibilityTimeout(value: Duration?) = copy(visibilityTimeout = value)
 
-    fun withMaxAttempts(value: Int) = copy(maxAttempts = value)
+    fun withMaxAttempts(value: Int?) = copy(maxAttempts = value)
 
-    fun withBackoff(value: Backoff) = copy(backoff = value)
+    fun withBackoff(value: Backoff?) = copy(backoff = value)
+
+    fun withShards(value: Int?) = copy(shards = value)
+
+    fun withDeadLetterRetention(value: Duration?) = copy(deadLetterRetention = value)
+
+    fun withIdempotencyRetention(value: Duration?) = copy(idempotencyRetention = value)
+
+    fun withUpdateSettings(value: Boolean) = copy(updateSettings = value)
 
     fun withScheduler(value: Boolean) = copy(scheduler = value)
 
     fun withReconcileInterval(value: Duration) = copy(reconcileInterval = value)
 
     internal fun toFfi(): ReliableOptions {
-        val spec = when (val b = backoff) {
-            is Backoff.Exponential -> BackoffSpec.Exponential(Bridge.parts(b.base), Bridge.parts(b.max))
-            is Backoff.Schedule -> BackoffSpec.Schedule(b.delays.map(Bridge::parts))
-        }
-        // Core checks the range; a negative count must not wrap to a huge unsigned one first.
-        if (maxAttempts < 0) throw InvalidArgumentException("max_attempts must be between 1 and 255, got $maxAttempts")
-        return ReliableOptions(Bridge.parts(visibilityTimeout), maxAttempts.toUInt(), spec, scheduler, Bridge.parts(reconcileInterval))
+        // Core checks the ranges; a negative count must not wrap to a huge unsigned one first.
+        if (maxAttempts != null && maxAttempts < 0) throw InvalidArgumentException("max_attempts must be between 1 and 255, got $maxAttempts")
+        if (shards != null && shards < 0) throw InvalidArgumentException("shards must be a power of two from 1 to 1024, got $shards")
+        return ReliableOptions(
+            visibilityTimeout?.let(Bridge::parts),
+            maxAttempts?.toUInt(),
+            backoff?.toFfi(),
+            shards?.toUInt(),
+            deadLetterRetention?.let(Bridge::parts),
+            idempotencyRetention?.let(Bridge::parts),
+            updateSettings,
+            scheduler,
+            Bridge.parts(reconcileInterval),
+        )
     }
 }
+
+/**
+ * The settings of a reliable queue as stored in Redis with it (see [ReliableQueueOptions]):
+ * the lease of a delivery ([visibilityTimeout]), [maxAttempts], the [backoff] of a nack
+ * without a delay, [shards], and how long dead letters ([deadLetterRetention]; null: until
+ * requeued or purged) and acked ids ([idempotencyRetention]; null: not at all) are kept.
+ */
+data class ReliableSettings(
+    val visibilityTimeout: Duration,
+    val maxAttempts: Int,
+    val backoff: Backoff,
+    val shards: Int,
+    val deadLetterRetention: Duration?,
+    val idempotencyRetention: Duration?,
+)
+
+/** What [ReliableQueue.offerWithOutcome] did: the message [id], and whether this call [created] it (false: de-duplicated). */
+data class OfferOutcome(val id: String, val created: Boolean)
 
 /** Counts of a reliable queue: messages [delayed], [ready] to receive, [inFlight] (received, not settled), [dead]. */
 data class ReliableStats(val delayed: Long, val ready: Long, val inFlight: Long, val dead: Long)
@@ -115,10 +182,11 @@ fun interface DeliveryHandler {
 }
 
 /**
- * A received message. [ack] it when done, [nack] it to retry; if neither happens within the
- * queue's visibility timeout, it is delivered again with [attempt] one higher.
+ * A received message. [ack] it when done, [nack] it to retry; if neither happens before its
+ * lease ends ([deadline], moved by [extend]), it is delivered again with [attempt] one higher.
+ * Acks, nacks and extends work after the queue handle was closed (not after its client was).
  */
-class Delivery internal constructor(private val ffi: FfiDelivery) {
+class Delivery internal constructor(internal val ffi: FfiDelivery) {
     /** The suspending calls of this delivery. */
     val coroutines: Coroutines = Coroutines()
 
@@ -134,8 +202,20 @@ class Delivery internal constructor(private val ffi: FfiDelivery) {
     /** When the message came due (server Unix ms). */
     val dueAt: Long by lazy { ffi.dueAt() }
 
+    /** When this delivery's lease ends (server Unix ms): past it, the message may go to another consumer. Moved by [extend]. */
+    val deadline: Long get() = ffi.deadline()
+
     /** The payload as UTF-8 text. */
     fun payloadString(): String = String(payload, Charsets.UTF_8)
+
+    /**
+     * Moves the end of this delivery's lease to [duration] from now (shorter than what is left
+     * shortens it). False when the lease was already lost (the message went back to the queue,
+     * or this delivery was acked or nacked).
+     */
+    fun extend(duration: Duration): Boolean = native { ffi.extendBlocking(Bridge.parts(duration)) }
+
+    fun extendAsync(duration: Duration): CompletableFuture<Boolean> = Bridge.future { coroutines.extend(duration) }
 
     /** Acknowledges the message: it is done. False when this delivery had already ended (settled, or timed out). */
     fun ack(): Boolean = native { ffi.ackBlocking() }
@@ -152,13 +232,15 @@ class Delivery internal constructor(private val ffi: FfiDelivery) {
 
     fun nackAsync(delay: Duration): CompletableFuture<Boolean> = Bridge.future { coroutines.nack(delay) }
 
-    override fun toString() = "Delivery(id=$id, attempt=$attempt, dueAt=$dueAt, payload=${payload.size} bytes)"
+    override fun toString() = "Delivery(id=$id, attempt=$attempt, dueAt=$dueAt, deadline=$deadline, payload=${payload.size} bytes)"
 
     /** Gives the message back untouched, in the background (a delivery that could not be handed over). */
     internal fun release() = ffi.release()
 
     /** The suspending calls of a [Delivery]. */
     inner class Coroutines internal constructor() {
+        suspend fun extend(duration: Duration): Boolean = native { ffi.extend(Bridge.parts(duration)) }
+
         suspend fun ack(): Boolean = native { ffi.ack() }
 
         suspend fun nack(): Boolean = native { ffi.nack(null) }
@@ -173,8 +255,8 @@ class Delivery internal constructor(private val ffi: FfiDelivery) {
  * by id. All of its keys share the hash tag `{dq:NAME}`; see `docs/reliable-queue.md`.
  *
  * Every call comes three ways: blocking, `CompletableFuture` (`...Async`) and suspending
- * ([coroutines]). Thread-safe. Closing it fails later calls with [ClosedException] and ends
- * a running [consume].
+ * ([coroutines]). Thread-safe. [close] fails later calls with [ClosedException] and ends a
+ * running [consume] at once; [closeGracefully] lets running handlers finish first.
  */
 class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : AutoCloseable {
     /** The suspending API of this queue, for coroutines. */
@@ -194,8 +276,20 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     @JvmOverloads
     fun offer(payload: String, delay: Duration, id: String? = null): String = offer(Bridge.utf8(payload), delay, id)
 
+    /** Like [offer]; tells whether this call created the message or found one with that [id] (de-duplicated). */
+    @JvmOverloads
+    fun offerWithOutcome(payload: ByteArray, delay: Duration, id: String? = null): OfferOutcome =
+        native { outcome(ffi.offerWithOutcomeBlocking(payload, Bridge.parts(delay), id)) }
+
+    @JvmOverloads
+    fun offerWithOutcome(payload: String, delay: Duration, id: String? = null): OfferOutcome = offerWithOutcome(Bridge.utf8(payload), delay, id)
+
     /** Offers many messages, one round trip per thousand; returns their ids in order. All are checked first. */
     fun offerAll(messages: List<ReliableOffer>): List<String> = native { ffi.offerAllBlocking(messages.map(::entry)) }
+
+    /** Like [offerAll]; an [OfferOutcome] per message, in order. */
+    fun offerAllWithOutcome(messages: List<ReliableOffer>): List<OfferOutcome> =
+        native { ffi.offerAllWithOutcomeBlocking(messages.map(::entry)).map(::outcome) }
 
     /** Removes a message that has not come due yet; returns whether there was one. */
     fun cancel(id: String): Boolean = native { ffi.cancelBlocking(id) }
@@ -208,6 +302,21 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
     /** The next ready message, waiting as long as it takes (until the handle is closed). */
     fun receive(): Delivery = native { Delivery(ffi.receiveBlocking(null)!!) }
+
+    /** Up to [n] (1 to 1000) ready messages in one round trip, waiting up to [timeout] for the first; empty when it passes. */
+    fun receiveMany(n: Int, timeout: Duration): List<Delivery> = native { ffi.receiveManyBlocking(count(n), Bridge.parts(timeout)).map(::Delivery) }
+
+    /** Up to [n] ready messages in one round trip, waiting as long as it takes for the first. */
+    fun receiveMany(n: Int): List<Delivery> = native { ffi.receiveManyBlocking(count(n), null).map(::Delivery) }
+
+    /** Acks many deliveries in one round trip; for each, whether its lease was still held (see [Delivery.ack]). */
+    fun ackMany(deliveries: List<Delivery>): List<Boolean> = native { ffi.ackManyBlocking(deliveries.map { it.ffi }) }
+
+    /** The queue's settings as stored in Redis (stored from this handle's options if the queue had none). */
+    fun settings(): ReliableSettings = native { settings(ffi.settingsBlocking()) }
+
+    /** Acks through this handle that found their delivery already ended (its lease lost): each means that work may be done twice. */
+    fun lostLeases(): Long = ffi.lostLeases().toLong()
 
     /** Counts of delayed, ready, in-flight and dead messages. */
     fun stats(): ReliableStats = native { stats(ffi.statsBlocking()) }
@@ -227,8 +336,11 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
     /**
      * Runs [handler] on deliveries, [concurrency] at a time, each on a thread of its own:
-     * acks a delivery when the handler returns, nacks it (with the back-off) when the handler
-     * throws. Blocks until this handle or its client is closed.
+     * acks a delivery when the handler returns, nacks it (with the queue's back-off) when the
+     * handler throws. Receives ahead (up to [concurrency] messages), extends the lease of a
+     * running handler by itself (a handler may run longer than the visibility timeout),
+     * batches acks. Blocks until this handle or its client is closed; after [closeGracefully],
+     * until the running handlers finished and were settled.
      */
     @JvmOverloads
     fun consume(handler: DeliveryHandler, concurrency: Int = 1) = native { ffi.consumeBlocking(concurrency(concurrency), bridge(handler)) }
@@ -250,7 +362,17 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     @JvmOverloads
     fun offerAsync(payload: String, delay: Duration, id: String? = null): CompletableFuture<String> = Bridge.future { coroutines.offer(payload, delay, id) }
 
+    @JvmOverloads
+    fun offerWithOutcomeAsync(payload: ByteArray, delay: Duration, id: String? = null): CompletableFuture<OfferOutcome> =
+        Bridge.future { coroutines.offerWithOutcome(payload, delay, id) }
+
+    @JvmOverloads
+    fun offerWithOutcomeAsync(payload: String, delay: Duration, id: String? = null): CompletableFuture<OfferOutcome> =
+        Bridge.future { coroutines.offerWithOutcome(payload, delay, id) }
+
     fun offerAllAsync(messages: List<ReliableOffer>): CompletableFuture<List<String>> = Bridge.future { coroutines.offerAll(messages) }
+
+    fun offerAllWithOutcomeAsync(messages: List<ReliableOffer>): CompletableFuture<List<OfferOutcome>> = Bridge.future { coroutines.offerAllWithOutcome(messages) }
 
     fun cancelAsync(id: String): CompletableFuture<Boolean> = Bridge.future { coroutines.cancel(id) }
 
@@ -260,6 +382,16 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     fun receiveAsync(timeout: Duration): CompletableFuture<Delivery?> = Bridge.futureGivingBack(Delivery::release) { coroutines.receive(timeout) }
 
     fun receiveAsync(): CompletableFuture<Delivery> = Bridge.futureGivingBack(Delivery::release) { coroutines.receive() }
+
+    /** [receiveMany] without blocking; cancelling the future loses nothing (what was received meanwhile goes back untouched). */
+    fun receiveManyAsync(n: Int, timeout: Duration): CompletableFuture<List<Delivery>> =
+        Bridge.futureGivingBack(::releaseAll) { coroutines.receiveMany(n, timeout) }
+
+    fun receiveManyAsync(n: Int): CompletableFuture<List<Delivery>> = Bridge.futureGivingBack(::releaseAll) { coroutines.receiveMany(n) }
+
+    fun ackManyAsync(deliveries: List<Delivery>): CompletableFuture<List<Boolean>> = Bridge.future { coroutines.ackMany(deliveries) }
+
+    fun settingsAsync(): CompletableFuture<ReliableSettings> = Bridge.future { coroutines.settings() }
 
     fun statsAsync(): CompletableFuture<ReliableStats> = Bridge.future { coroutines.stats() }
 
@@ -272,8 +404,24 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
     fun purgeDeadAsync(): CompletableFuture<Long> = Bridge.future { coroutines.purgeDead() }
 
-    /** Closes this handle (other handles on the queue are unaffected). Idempotent. */
+    /**
+     * Closes this handle at once (other handles on the queue are unaffected): later calls throw
+     * [ClosedException], a running [consume] returns; deliveries already received can still be
+     * acked, nacked or extended. Idempotent.
+     */
     override fun close() = ffi.closeHandle()
+
+    /**
+     * Closes this handle gracefully, blocking until done: consumers stop receiving, handlers
+     * already running get up to [deadline] to finish and are acked or nacked, messages received
+     * but not handed to a handler go back untouched, then the handle closes. Handlers still
+     * running at the deadline are abandoned and their messages given back. Idempotent. Not from
+     * a handler of this queue's [consume]: it would wait for that handler until the deadline.
+     */
+    fun closeGracefully(deadline: Duration) = native { ffi.closeGracefullyBlocking(Bridge.parts(deadline)) }
+
+    /** [closeGracefully] without blocking; cancelling the future closes the handle at once. */
+    fun closeGracefullyAsync(deadline: Duration): CompletableFuture<Unit> = Bridge.future { coroutines.closeGracefully(deadline) }
 
     /** The suspending calls of a [ReliableQueue]; cancelling a coroutine cancels its call. */
     inner class Coroutines internal constructor() {
@@ -281,7 +429,15 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
         suspend fun offer(payload: String, delay: Duration, id: String? = null): String = offer(Bridge.utf8(payload), delay, id)
 
+        suspend fun offerWithOutcome(payload: ByteArray, delay: Duration, id: String? = null): OfferOutcome =
+            native { outcome(ffi.offerWithOutcome(payload, Bridge.parts(delay), id)) }
+
+        suspend fun offerWithOutcome(payload: String, delay: Duration, id: String? = null): OfferOutcome = offerWithOutcome(Bridge.utf8(payload), delay, id)
+
         suspend fun offerAll(messages: List<ReliableOffer>): List<String> = native { ffi.offerAll(messages.map(::entry)) }
+
+        suspend fun offerAllWithOutcome(messages: List<ReliableOffer>): List<OfferOutcome> =
+            native { ffi.offerAllWithOutcome(messages.map(::entry)).map(::outcome) }
 
         suspend fun cancel(id: String): Boolean = native { ffi.cancel(id) }
 
@@ -303,6 +459,33 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
                     },
                 )
             }
+
+        suspend fun receiveMany(n: Int, timeout: Duration): List<Delivery> = receiveMany(n, Bridge.parts(timeout))
+
+        suspend fun receiveMany(n: Int): List<Delivery> = receiveMany(n, null)
+
+        /** Cancel-safe: deliveries received for a coroutine cancelled meanwhile go back untouched. */
+        private suspend fun receiveMany(n: Int, timeout: DurationParts?): List<Delivery> {
+            val count = count(n)
+            return Bridge.handedOver(::releaseAll) { resume, fail ->
+                ffi.receiveManyThen(
+                    count,
+                    timeout,
+                    object : ReceiveManyHandler {
+                        override fun onDeliveries(deliveries: List<FfiDelivery>) = resume(deliveries.map(::Delivery))
+
+                        override fun onError(kind: String, message: String) = fail(kind, message)
+                    },
+                )
+            }
+        }
+
+        suspend fun ackMany(deliveries: List<Delivery>): List<Boolean> = native { ffi.ackMany(deliveries.map { it.ffi }) }
+
+        suspend fun settings(): ReliableSettings = native { settings(ffi.settings()) }
+
+        /** [ReliableQueue.closeGracefully]; cancelling the coroutine closes the handle at once. */
+        suspend fun closeGracefully(deadline: Duration): Unit = native { ffi.closeGracefully(Bridge.parts(deadline)) }
 
         suspend fun stats(): ReliableStats = native { stats(ffi.stats()) }
 
@@ -328,6 +511,26 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 }
 
 private fun entry(o: ReliableOffer) = ReliableOfferEntry(o.payload, Bridge.parts(o.delay), o.id)
+
+private fun outcome(o: dev.delayq.ffi.OfferOutcome) = OfferOutcome(o.id, o.created)
+
+private fun settings(s: dev.delayq.ffi.ReliableSettings) =
+    ReliableSettings(
+        Bridge.duration(s.visibilityTimeout),
+        s.maxAttempts.toInt(),
+        Backoff.of(s.backoff),
+        s.shards.toInt(),
+        s.deadLetterRetention?.let(Bridge::duration),
+        s.idempotencyRetention?.let(Bridge::duration),
+    )
+
+private fun releaseAll(deliveries: List<Delivery>) = deliveries.forEach(Delivery::release)
+
+/** Core checks the range (1 to 1000); a negative count must not wrap to a huge unsigned one first. */
+private fun count(n: Int): UInt {
+    if (n < 0) throw InvalidArgumentException("receive_many takes 1 to 1000 messages, got $n")
+    return n.toUInt()
+}
 
 private fun stats(s: dev.delayq.ffi.ReliableStats) =
     ReliableStats(s.delayed.toLong(), s.ready.toLong(), s.inFlight.toLong(), s.dead.toLong())

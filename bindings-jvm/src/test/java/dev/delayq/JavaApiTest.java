@@ -2,6 +2,7 @@ package dev.delayq;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -9,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -103,6 +105,57 @@ class JavaApiTest {
                 Thread.onSpinWait();
             }
             jobs.close();
+            running.get(10, TimeUnit.SECONDS);
+            assertThrows(ClosedException.class, jobs::stats);
+        }
+    }
+
+    @Test
+    void reliableWorkloadsFromJava(RedisServer redis) throws Exception {
+        String name = RedisServer.Companion.uniqueName("java-rw");
+        ReliableQueueOptions options = new ReliableQueueOptions()
+                .withVisibilityTimeout(Duration.ofSeconds(20))
+                .withIdempotencyRetention(Duration.ofMinutes(1));
+        try (Client client = Client.connect(redis.getUrl());
+                ReliableQueue jobs = client.reliableQueue(name, options)) {
+            // The first handle to make a call stores what it names (and the defaults for the rest).
+            assertEquals(new ReliableStats(0, 0, 0, 0), jobs.stats());
+            ReliableSettings settings = client.reliableQueue(name).settings();
+            assertEquals(Duration.ofSeconds(20), settings.getVisibilityTimeout());
+            assertEquals(5, settings.getMaxAttempts());
+            assertEquals(Backoff.exponential(), settings.getBackoff());
+            assertEquals(Duration.ofMinutes(1), settings.getIdempotencyRetention());
+            assertNull(settings.getDeadLetterRetention());
+            assertThrows(InvalidArgumentException.class,
+                    () -> client.reliableQueue(name, new ReliableQueueOptions().withMaxAttempts(7)).stats());
+
+            OfferOutcome first = jobs.offerWithOutcome("charge", Duration.ZERO, "invoice-7");
+            assertEquals(new OfferOutcome("invoice-7", true), first);
+            assertFalse(jobs.offerWithOutcome("charge", Duration.ZERO, "invoice-7").getCreated());
+            List<OfferOutcome> outs = jobs.offerAllWithOutcome(List.of(new ReliableOffer("a", Duration.ZERO), new ReliableOffer("b", Duration.ZERO, "invoice-7")));
+            assertTrue(outs.get(0).getCreated());
+            assertFalse(outs.get(1).getCreated());
+
+            List<Delivery> got = new ArrayList<>();
+            while (got.size() < 2) got.addAll(jobs.receiveMany(10, Duration.ofSeconds(5)));
+            Delivery d = got.get(0);
+            long before = d.getDeadline();
+            assertTrue(d.extend(Duration.ofMinutes(1)));
+            assertTrue(d.getDeadline() > before);
+            assertEquals(List.of(true, true), jobs.ackMany(got));
+            assertEquals(List.of(false), jobs.ackManyAsync(got.subList(0, 1)).get(10, TimeUnit.SECONDS));
+            assertEquals(1L, jobs.lostLeases());
+            assertFalse(jobs.offerWithOutcomeAsync("again", Duration.ZERO, "invoice-7").get(10, TimeUnit.SECONDS).getCreated(),
+                    "acked within the idempotency retention");
+
+            jobs.offer("last", Duration.ZERO);
+            CompletableFuture<kotlin.Unit> running = jobs.consumeAsync(delivery -> delivery.getId(), 2);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (!jobs.stats().equals(new ReliableStats(0, 0, 0, 0))) {
+                assertTrue(System.nanoTime() < deadline, "consume did not ack: " + jobs.stats());
+                Thread.sleep(10);
+            }
+            jobs.closeGracefully(Duration.ofSeconds(5));
             running.get(10, TimeUnit.SECONDS);
             assertThrows(ClosedException.class, jobs::stats);
         }

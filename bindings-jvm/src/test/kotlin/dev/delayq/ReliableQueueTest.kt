@@ -257,8 +257,8 @@ class ReliableQueueTest {
                 assertThrows<InvalidArgumentException> { queue.requeueDead(listOf("")) }
                 assertThrows<InvalidArgumentException> { queue.consume(0) { } }
                 assertThrows<InvalidArgumentException> { queue.consume(-1) { } }
-                assertEquals(ReliableStats(0, 0, 0, 0), queue.stats())
                 assertEquals("", redis.cli("KEYS", "{dq:$name}*"), "nothing stored")
+                assertEquals(ReliableStats(0, 0, 0, 0), queue.stats())
                 // a caller id of 256 bytes (multi-byte UTF-8) is fine
                 val long = "é".repeat(128)
                 assertEquals(long, queue.offer("x", Duration.ZERO, long))
