@@ -47,6 +47,7 @@ const COMMANDS: &[&str] = &[
     "+ltrim",
     "+lpos",
     "+lindex",
+    "+rename",
     "+zadd",
     "+zrem",
     "+zrange",

@@ -386,3 +386,32 @@ async fn consumers_leave_the_group_when_their_handle_closes() {
     assert_eq!(consumers(), 1);
     c.close();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_typed_bucket_is_set_aside_not_a_queue_wide_stop() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("buckets", named(30_000, 5)).unwrap();
+    // A message an hour ahead waits in a bucket list; something overwrites that key.
+    q.offer("doomed", Duration::from_secs(3600), None)
+        .await
+        .unwrap();
+    let keys = server.cli(&["KEYS", "{dq:buckets}:b*:*"]);
+    let bucket = keys.lines().next().expect("a bucket key").to_owned();
+    server.cli(&["DEL", &bucket]);
+    server.cli(&["SET", &bucket, "not a list"]);
+    // Offers into that bucket and everything else go on; the key is moved aside.
+    q.offer("same bucket", Duration::from_secs(3600), None)
+        .await
+        .unwrap();
+    let aside = bucket.replacen("{dq:buckets}:", "{dq:buckets}:corrupt:", 1);
+    assert_eq!(server.cli(&["TYPE", &aside]), "string");
+    assert_eq!(server.cli(&["TYPE", &bucket]), "list");
+    q.offer("soon", Duration::from_millis(200), None)
+        .await
+        .unwrap();
+    let d = q.receive(WAIT).await.unwrap().expect("delivered");
+    assert_eq!(d.payload, b"soon");
+    assert!(d.ack().await.unwrap());
+    c.close();
+}

@@ -192,6 +192,19 @@ end
 -- Puts a delayed message where its due time says at `now`: in 'near' once its level-0
 -- bucket has opened, else in its bucket of level level_for(due, now). The id is stored short
 -- when it is a generated id of its own due time. Does not count the message.
+-- A bucket key holding another type (an operator's mistake, a clash of names) would stop
+-- the whole queue: every offer into that bucket and every cascade through it would fail
+-- with WRONGTYPE. Like an undecodable entry, it is set aside instead: renamed to
+-- '{dq:N}:corrupt:<its own suffix>' and logged. Returns true when it was.
+local function quarantine_wrong_bucket(key)
+  local t = redis.call('TYPE', key)['ok']
+  if t == 'none' or t == 'list' then return false end
+  local aside = PREFIX .. 'corrupt:' .. string.sub(key, #PREFIX + 1)
+  redis.call('RENAME', key, aside)
+  redis.log(redis.LOG_WARNING, 'delayq: ' .. key .. ' held a ' .. t .. ', not a bucket list; moved aside to ' .. aside)
+  return true
+end
+
 local function put_delayed(id, flags, attempts, due, payload, now)
   local level = level_for(due, now)
   if level < 0 then
@@ -205,6 +218,7 @@ local function put_delayed(id, flags, attempts, due, payload, now)
   if flags ~= INDEXED and bucket_of_generated(id) == math.floor(due / WIDTH) then
     stored = string.sub(id, -16)
   end
+  quarantine_wrong_bucket(bucket_key(level, bucket))
   redis.call('RPUSH', bucket_key(level, bucket),
     pack_entry(attempts, flags, due - bucket * width, stored, payload, is_long(level)))
   redis.call('ZADD', wheel_key(level), 'NX', bucket * width, hex(bucket))
@@ -252,6 +266,7 @@ local function push_all(pushes)
   if pushes.near then call_chunked('ZADD', NEAR, pushes.near) end
   for l = 1, TOP + 1 do
     for bucket, list in pairs(pushes[l] or {}) do
+      quarantine_wrong_bucket(bucket_key(l - 1, bucket))
       call_chunked('RPUSH', bucket_key(l - 1, bucket), list)
       redis.call('ZADD', wheel_key(l - 1), 'NX', bucket * LEVELS[l][1], hex(bucket))
     end

@@ -31,6 +31,7 @@ for level = 0, TOP do
     local bucket = tonumber(b, 16)
     local start = bucket * width
     local key = bucket_key(level, bucket)
+    quarantine_wrong_bucket(key)
     local entries = redis.call('LRANGE', key, 0, budget - 1)
     for _, entry in ipairs(entries) do
       local attempts, flags, offset, stored, payload = unpack_entry(entry, long)
