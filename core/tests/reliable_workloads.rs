@@ -415,3 +415,27 @@ async fn a_wrong_typed_bucket_is_set_aside_not_a_queue_wide_stop() {
     assert!(d.ack().await.unwrap());
     c.close();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handle_that_names_no_settings_does_not_store_them() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    // A consumer starts first and names nothing: it works on the defaults, stores nothing.
+    let consumer = c
+        .reliable_queue("late-producer", ReliableQueueOptions::default())
+        .unwrap();
+    assert!(consumer
+        .receive(Some(Duration::from_millis(50)))
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(server.cli(&["EXISTS", "{dq:late-producer}:settings"]), "0");
+    // The producer that names settings then stores them, and the consumer uses them.
+    let producer = c.reliable_queue("late-producer", named(40_000, 3)).unwrap();
+    producer.offer("x", Duration::ZERO, None).await.unwrap();
+    let d = consumer.receive(WAIT).await.unwrap().unwrap();
+    let left = d.deadline() - server_ms(&c).await;
+    assert!((39_000..=40_100).contains(&left), "{left}");
+    assert_eq!(consumer.settings().await.unwrap().max_attempts, 3);
+    c.close();
+}

@@ -4,7 +4,7 @@
 -- ARGV[3] 'ensure' | 'update' | 'get'; ARGV[4] n = the number of named fields; then n
 -- field/value pairs the handle named, then field/value pairs of the defaults.
 -- 'ensure': creates the settings from the named fields and the defaults when there are
--- none; fails when a named field differs from the stored one. 'update': overwrites the
+-- none (and some are named); fails when a named field differs from the stored one. 'update': overwrites the
 -- named fields. 'get': changes nothing.
 -- Returns the stored settings as field/value pairs (the defaults when none are stored).
 -- The queue's other keys are checked too: a queue whose keys hold other types gets no
@@ -15,7 +15,9 @@ if err then return err end
 local mode = ARGV[3]
 local named = tonumber(ARGV[4])
 local first_default = 5 + 2 * named
-if mode ~= 'get' then
+-- A handle that names nothing does not create them: the first handle that names some does
+-- (SPEC section 11), so a consumer that starts first cannot fix a producer's settings.
+if mode ~= 'get' and not (named == 0 and redis.call('EXISTS', SETTINGS) == 0) then
   local conflicts = {}
   for i = 5, first_default - 1, 2 do
     local stored = redis.call('HGET', SETTINGS, ARGV[i])
