@@ -72,8 +72,8 @@ export interface DelayedQueueOptions {
  * queue and shared by every handle in every process: one left out uses the stored value; a
  * named one must match it (else the handle's first call rejects with
  * `ERR_DELAYQ_INVALID_ARGUMENT`, naming the difference) unless `updateSettings` is true.
- * The first handle to make a call on a new queue stores what it names and the defaults for
- * the rest.
+ * The first handle that names settings and makes a call stores them, with the defaults for
+ * the rest; a handle that names none stores nothing.
  */
 export interface ReliableQueueOptions extends DelayedQueueOptions {
   /** How long a received message stays invisible (its lease), in ms (default 30000). */

@@ -195,7 +195,8 @@ impl Backoff {
 /// handle in every process (see [`ReliableSettings`]): a field left `None` uses the stored
 /// value; a named one must match it, or the handle's first call fails with
 /// [`Error::InvalidArgument`] naming the difference, unless `update_settings` is set.
-/// The first handle to open a queue stores what it names and the defaults for the rest.
+/// The first handle that names settings and makes a call stores them, with the defaults for
+/// the rest; a handle that names none stores nothing (it uses the defaults until some are).
 #[derive(Debug, Clone, Default)]
 pub struct ReliableQueueOptions {
     /// How long a received message stays invisible (its lease) before it is delivered

@@ -70,8 +70,8 @@ sealed class Backoff {
  * stored in Redis with the queue and shared by every handle in every process: one left
  * null uses the stored value; a named one must match it, or the handle's first call throws
  * [InvalidArgumentException] naming the difference, unless [updateSettings] is set (which
- * overwrites the stored ones). The first handle to make a call on a new queue stores what it
- * names and the defaults for the rest. Immutable: Kotlin uses named arguments or `copy`, Java
+ * overwrites the stored ones). The first handle that names settings and makes a call stores
+ * them with the defaults for the rest; a handle that names none stores nothing. Immutable: Kotlin uses named arguments or `copy`, Java
  * chains the `with` methods:
  *
  * ```java
