@@ -36,6 +36,12 @@ pub struct BenchArgs {
     /// Payload size in bytes (offer and memory benchmarks).
     #[arg(long, default_value_t = 44)]
     value_size: usize,
+    /// Messages in the reliable-consume throughput benchmark.
+    #[arg(long, default_value_t = 20_000)]
+    consume_messages: u64,
+    /// Offers per second in the reliable-consume lateness benchmark.
+    #[arg(long, default_value_t = 1000)]
+    consume_rate: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -47,6 +53,7 @@ enum Which {
     Mixed,
     Memory,
     Reliable,
+    ReliableConsume,
 }
 
 pub async fn run(url: &str, args: BenchArgs) -> Result<()> {
@@ -69,6 +76,9 @@ pub async fn run(url: &str, args: BenchArgs) -> Result<()> {
     }
     if w == Which::All || w == Which::Reliable {
         reliable(&client, url, &args).await?;
+    }
+    if w == Which::All || w == Which::ReliableConsume {
+        reliable_consume(&client, url, &args).await?;
     }
     client.close();
     Ok(())
@@ -1115,4 +1125,203 @@ async fn used_memory(conn: &mut redis::aio::MultiplexedConnection) -> Result<u64
         .find_map(|l| l.strip_prefix("used_memory:"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0))
+}
+
+/// `consume` throughput (one consume call, `concurrency` handlers, an empty handler) beside
+/// the bare limit in the same run: XREADGROUP COUNT `concurrency` on a plain stream, the
+/// XACK of each batch pipelined with the next read (one round trip per batch); then the
+/// lateness of consume at a steady offer rate.
+async fn reliable_consume(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let n = args.consume_messages;
+    let conc = args.concurrency as usize;
+    println!(
+        "== reliable queue consume ({n} messages due now, consume(empty handler, {conc}), {}-byte values)",
+        args.value_size
+    );
+    let value = payload(args.value_size);
+    let q = client.reliable_queue(&fresh_name("rq-consume"), Default::default())?;
+    let ids: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+    for chunk in ids.chunks(1000) {
+        q.offer_all(
+            chunk
+                .iter()
+                .map(|id| (&value, Duration::ZERO, Some(id.as_str()))),
+        )
+        .await?;
+    }
+    // Wait until every message is ready (the offers are due now).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let st = q.stats().await?;
+        if st.ready >= n || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let done = Arc::new(AtomicU64::new(0));
+    let first = Arc::new(std::sync::OnceLock::<Instant>::new());
+    let start = Instant::now();
+    let consumer = {
+        let (q, done, first) = (q.clone(), done.clone(), first.clone());
+        tokio::spawn(async move {
+            q.consume(
+                move |_d| {
+                    first.get_or_init(Instant::now);
+                    let done = done.clone();
+                    async move {
+                        done.fetch_add(1, Ordering::Relaxed);
+                        Ok::<(), String>(())
+                    }
+                },
+                conc,
+            )
+            .await
+        })
+    };
+    // Every handler finished, then every ack landed (stats: nothing ready or in flight).
+    let limit = Instant::now() + Duration::from_secs(300);
+    while done.load(Ordering::Relaxed) < n && Instant::now() < limit {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let handled_at = Instant::now();
+    loop {
+        let st = q.stats().await?;
+        if (st.ready == 0 && st.in_flight == 0) || Instant::now() > limit {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let acked_at = Instant::now();
+    let from = *first.get().unwrap_or(&start);
+    let ours = n as f64 / acked_at.duration_since(from).as_secs_f64();
+    let handled = n as f64 / handled_at.duration_since(from).as_secs_f64();
+    q.close_gracefully(Duration::from_secs(5)).await?;
+    consumer.await.map_err(|e| Error::Server(e.to_string()))??;
+
+    // The bare limit: a plain stream of the same entries.
+    let mut conn = raw(url).await?;
+    let key = fresh_name("bare-stream");
+    for start in (0..n).step_by(1000) {
+        let mut pipe = redis::pipe();
+        for i in start..(start + 1000).min(n) {
+            pipe.cmd("XADD")
+                .arg(&key)
+                .arg("*")
+                .arg("id")
+                .arg(format!("m{i}"))
+                .arg("p")
+                .arg(&value)
+                .ignore();
+        }
+        let () = pipe.query_async(&mut conn).await?;
+    }
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(&key)
+        .arg("g")
+        .arg("0")
+        .query_async(&mut conn)
+        .await?;
+    type Read = Option<Vec<(String, Vec<(String, Vec<Vec<u8>>)>)>>;
+    let start = Instant::now();
+    let mut pending: Vec<String> = Vec::new();
+    let mut got = 0u64;
+    loop {
+        let mut pipe = redis::pipe();
+        if !pending.is_empty() {
+            pipe.cmd("XACK").arg(&key).arg("g").arg(&pending).ignore();
+        }
+        pipe.cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("g")
+            .arg("c")
+            .arg("COUNT")
+            .arg(conc)
+            .arg("STREAMS")
+            .arg(&key)
+            .arg(">");
+        let (read,): (Read,) = pipe.query_async(&mut conn).await?;
+        pending = read
+            .into_iter()
+            .flatten()
+            .flat_map(|(_, entries)| entries.into_iter().map(|(id, _)| id))
+            .collect();
+        if pending.is_empty() {
+            break;
+        }
+        got += pending.len() as u64;
+    }
+    let bare = got as f64 / start.elapsed().as_secs_f64();
+    let _: i64 = redis::cmd("DEL").arg(&key).query_async(&mut conn).await?;
+    println!(
+        "consume:  delayq {ours:>8.0} jobs/s (first handler start to last ack; handlers alone {handled:.0}/s)   bare XREADGROUP COUNT {conc} + XACK pipelined {bare:>8.0}/s ({got} entries)   ratio {:.2}",
+        ours / bare
+    );
+
+    // Lateness: server time at handler start minus the message's due time.
+    let total = (args.consume_rate * args.seconds) as usize;
+    println!(
+        "== reliable queue consume lateness ({} offers/s for {} s, due now+100 ms, one consume(…, {conc}))",
+        args.consume_rate, args.seconds
+    );
+    let lq = client.reliable_queue(&fresh_name("rq-consume-late"), Default::default())?;
+    let offset = server_offset_ms(client).await?;
+    let late = Arc::new(std::sync::Mutex::new(Vec::with_capacity(total)));
+    let consumer = {
+        let (lq, late) = (lq.clone(), late.clone());
+        tokio::spawn(async move {
+            lq.consume(
+                move |d| {
+                    let now = unix_ms_f64() + offset;
+                    late.lock().unwrap().push(now - d.due_at as f64);
+                    async move { Ok::<(), String>(()) }
+                },
+                conc,
+            )
+            .await
+        })
+    };
+    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / args.consume_rate as f64));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut offers = tokio::task::JoinSet::new();
+    for seq in 0..total as u64 {
+        ticker.tick().await;
+        let lq = lq.clone();
+        offers.spawn(async move {
+            lq.offer(seq.to_string(), Duration::from_millis(100), None)
+                .await
+        });
+    }
+    while let Some(r) = offers.join_next().await {
+        r.map_err(|e| Error::Server(e.to_string()))??;
+    }
+    let limit = Instant::now() + Duration::from_secs(5);
+    while late.lock().unwrap().len() < total && Instant::now() < limit {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    lq.close_gracefully(Duration::from_secs(5)).await?;
+    consumer.await.map_err(|e| Error::Server(e.to_string()))??;
+    let mut late = std::mem::take(&mut *late.lock().unwrap());
+    if late.is_empty() {
+        println!("no message arrived");
+    } else {
+        late.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let pct = |p: f64| late[((late.len() as f64 * p) as usize).min(late.len() - 1)];
+        println!(
+            "lateness p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (goal p99 <= 10 ms); {} of {total} handled, earliest {:.2} ms",
+            pct(0.50),
+            pct(0.99),
+            late[late.len() - 1],
+            late.len(),
+            late[0]
+        );
+        println!(
+            "limit: due times have 1 ms resolution; the clock offset estimate adds up to 0.5 ms"
+        );
+    }
+    for rq in [&q, &lq] {
+        delete_reliable(&mut conn, rq).await?;
+    }
+    Ok(())
 }
