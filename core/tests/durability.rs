@@ -24,12 +24,12 @@ fn master_and_replica() -> (RedisServer, RedisServer) {
     (master, replica)
 }
 
-fn durable(url: String, replicas: u32) -> ClientOptions {
+fn durable(url: String, replicas: u32, timeout: Duration) -> ClientOptions {
     let mut opts = ClientOptions::new(url);
     opts.durability = Some(Durability {
         replicas,
         aof: false,
-        timeout: Duration::from_millis(500),
+        timeout,
     });
     opts
 }
@@ -37,7 +37,9 @@ fn durable(url: String, replicas: u32) -> ClientOptions {
 #[tokio::test(flavor = "multi_thread")]
 async fn offers_and_acks_return_once_a_replica_has_them() {
     let (master, replica) = master_and_replica();
-    let c = Client::connect_with(durable(master.url(), 1))
+    // A generous wait: a loaded machine may take a while to replicate, and the write must
+    // not be reported before the replica has it.
+    let c = Client::connect_with(durable(master.url(), 1, Duration::from_secs(10)))
         .await
         .unwrap();
     let q = c.delayed_queue("durable").unwrap();
@@ -67,7 +69,7 @@ async fn offers_and_acks_return_once_a_replica_has_them() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_write_fewer_replicas_confirm_fails_with_timeout() {
     let (master, _replica) = master_and_replica();
-    let c = Client::connect_with(durable(master.url(), 2))
+    let c = Client::connect_with(durable(master.url(), 2, Duration::from_millis(500)))
         .await
         .unwrap();
     let q = c.delayed_queue("thin").unwrap();
