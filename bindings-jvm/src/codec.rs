@@ -12,14 +12,7 @@ pub struct UnpackedEntry {
 /// Packs `id` and `value` as Redisson's scripts do.
 #[uniffi::export]
 pub fn pack_entry(id: Vec<u8>, value: Vec<u8>) -> Result<Vec<u8>, FfiError> {
-    // core's `pack` panics on ids over 255 bytes (its own ids are 8): refuse them here.
-    if id.len() > usize::from(u8::MAX) {
-        return Err(FfiError::InvalidArgument(format!(
-            "entry id of {} bytes is over 255 bytes",
-            id.len()
-        )));
-    }
-    Ok(delayq::codec::pack(&id, &value))
+    Ok(delayq::codec::pack(&id, &value)?)
 }
 
 /// Splits a packed entry into its id and value.

@@ -24,12 +24,7 @@ pub use reliable_queue::{
 /// Packs an entry the way Redisson does (`struct.pack('Bc0Lc0', ...)`).
 #[napi]
 pub fn pack_entry(id: Buffer, value: Buffer) -> Result<Buffer> {
-    if id.len() > 255 {
-        return Err(error::to_js(delayq::Error::InvalidArgument(
-            "entry id longer than 255 bytes".into(),
-        )));
-    }
-    Ok(delayq::codec::pack(&id, &value).into())
+    Ok(delayq::codec::pack(&id, &value).js()?.into())
 }
 
 /// A packed entry split into its id and value.

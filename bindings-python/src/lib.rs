@@ -19,12 +19,7 @@ use convert::Bytes;
 /// Packs an entry the way Redisson does (`struct.pack('Bc0Lc0', ...)`).
 #[pyfunction]
 fn pack_entry(id: &[u8], value: &[u8]) -> PyResult<Bytes> {
-    if id.len() > 255 {
-        return Err(error::to_py(delayq::Error::InvalidArgument(
-            "entry id longer than 255 bytes".into(),
-        )));
-    }
-    Ok(Bytes(delayq::codec::pack(id, value)))
+    Ok(Bytes(delayq::codec::pack(id, value).map_err(error::to_py)?))
 }
 
 /// Splits a packed entry into `(id, value)`.

@@ -111,6 +111,11 @@ impl DelayedQueue {
         }
     }
 
+    /// The runtime the client's tasks run on.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        self.inner.handle.runtime()
+    }
+
     /// The queue's name (its destination list).
     pub fn name(&self) -> &str {
         &self.inner.keys.destination

@@ -487,6 +487,11 @@ impl ReliableQueue {
         }
     }
 
+    /// The runtime the client's tasks run on.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        self.inner.handle.runtime()
+    }
+
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.inner.keys.name

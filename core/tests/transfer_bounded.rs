@@ -56,7 +56,7 @@ fn value(i: usize) -> Vec<u8> {
 
 /// Entry `i` packed as Redisson packs it, with an id of its own.
 fn entry(i: usize) -> Vec<u8> {
-    delayq::codec::pack(&(i as u64).to_be_bytes(), &value(i))
+    delayq::codec::pack(&(i as u64).to_be_bytes(), &value(i)).unwrap()
 }
 
 /// A plain connection that waits for long replies, so that a long call is measured and

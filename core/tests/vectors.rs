@@ -35,7 +35,12 @@ fn rust_codec_matches_every_vector() {
     let vs = vectors();
     assert!(vs.len() >= 8);
     for v in vs {
-        assert_eq!(delayq::codec::pack(&v.id, &v.value), v.packed, "{}", v.name);
+        assert_eq!(
+            delayq::codec::pack(&v.id, &v.value).unwrap(),
+            v.packed,
+            "{}",
+            v.name
+        );
         let (id, value) = delayq::codec::unpack(&v.packed).unwrap();
         assert_eq!((id, value), (&v.id[..], &v.value[..]), "{}", v.name);
     }
@@ -91,7 +96,7 @@ async fn offered_entries_are_stored_as_packed_by_redis() {
         let (id, value) = delayq::codec::unpack(&stored[0]).unwrap();
         assert_eq!(id.len(), 8);
         assert_eq!(value, &v.value[..], "{}", v.name);
-        assert_eq!(delayq::codec::pack(id, value), stored[0]);
+        assert_eq!(delayq::codec::pack(id, value).unwrap(), stored[0]);
         assert_eq!(queue.read_all().await.unwrap(), vec![v.value.clone()]);
     }
 }
