@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-redis.sh
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> %s (at %d s)\n' "$*" "$SECONDS"; }
 
 step "Rust: core and CLI"
 cargo test --workspace --exclude delayq-python --exclude delayq-node --exclude delayq-jvm 2>&1
@@ -18,3 +18,4 @@ for part in faults python node jvm interop; do
     bash "scripts/test-$part.sh"
   fi
 done
+step "all passed"
