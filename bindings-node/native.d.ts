@@ -9,18 +9,8 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
-/** A handle that cancels one pending `take` or `receive` (used for `AbortSignal`). */
-export declare class CancelHandle {
-  /** A new handle. */
-  constructor()
-  /** Cancels the call this handle was given to; its value is not lost. */
-  cancel(): void
-}
-
 /** A connection to Redis. Close it to let the process exit. */
 export declare class Client {
-  /** Connects; the same as the `connect` function. */
-  static connect(url: string | Array<string>, options?: ClientOptions | undefined | null): Promise<Client>
   /** A handle on the Redisson-compatible delayed queue `name`. */
   delayedQueue(name: string, options?: DelayedQueueOptions | undefined | null): DelayedQueue
   /** A handle on the reliable queue `name` (at-least-once, acknowledged). */
@@ -40,7 +30,11 @@ export declare class Client {
 export declare class DelayedQueue {
   /** The queue's name. */
   get name(): string
-  /** Offers `value` due after `delayMs`; resolves to the due time (server Unix ms). */
+  /**
+   * Offers `value` due after `delayMs`; resolves to the due time (server Unix ms).
+   * Core's `offer` is called here, on the JavaScript thread, so that offers keep the
+   * order of the calls; core coalesces concurrent offers into script calls.
+   */
   offer(value: Buffer, delayMs: number | bigint): Promise<number>
   /** Offers many values, one round trip per thousand; resolves to their due times. */
   offerAll(entries: Array<OfferEntry>): Promise<Array<number>>
@@ -53,14 +47,15 @@ export declare class DelayedQueue {
   /** The waiting values, in offer order. */
   readAll(): Promise<Array<Buffer>>
   /** Deletes every waiting entry. */
-  clear(): Promise<void>
+  clear(): Promise<undefined>
   /**
    * Takes the oldest due value, waiting up to `timeoutMs` (none: forever); resolves to
-   * null when the time passes. `cancel` aborts the wait without losing a value.
+   * null when the time passes. Runs as core's handover registered as `id` (`giveUp(id)`
+   * gives the value back).
    */
-  take(timeoutMs?: number | bigint | undefined | null, cancel?: CancelHandle | undefined | null): Promise<Buffer | null>
+  take(id: number, timeoutMs?: number | bigint | undefined | null): Promise<Buffer | undefined | null>
   /** Takes a due value if there is one, without waiting. */
-  poll(): Promise<Buffer | null>
+  poll(): Promise<Buffer | undefined | null>
   /** Counts: delayed, ready, corrupt. */
   stats(): Promise<DelayedStats>
   /** Closes this handle. */
@@ -94,6 +89,11 @@ export declare class Delivery {
    * after its last attempt.
    */
   nack(delayMs?: number | bigint | undefined | null): Promise<boolean>
+  /**
+   * Reports the outcome of the consume handler given this delivery: `failure` null
+   * acks it, a description nacks it.
+   */
+  finish(failure?: string | undefined | null): void
 }
 
 /** A handle on a reliable queue: at-least-once delivery with acknowledgement. */
@@ -101,31 +101,25 @@ export declare class ReliableQueue {
   /** The queue's name. */
   get name(): string
   /**
-   * Offers `payload` due after `delayMs`; resolves to its id. A given `id` still
-   * waiting or in flight is not offered twice (resolves to the id, changes nothing).
+   * Offers `payload` due after `delayMs`; resolves to its id and whether this call
+   * created the message (false: one with this id was already waiting, ready, in flight,
+   * or acked within the idempotency retention).
    */
-  offer(payload: Buffer, delayMs: number | bigint, id?: string | undefined | null): Promise<string>
-  /** Like `offer`; resolves to the id and whether this call created the message. */
-  offerWithOutcome(payload: Buffer, delayMs: number | bigint, id?: string | undefined | null): Promise<OfferOutcome>
-  /** Offers many messages; resolves to their ids. */
-  offerAll(messages: Array<ReliableOfferEntry>): Promise<Array<string>>
-  /** Like `offerAll`; resolves to an outcome per message, in order. */
-  offerAllWithOutcome(messages: Array<ReliableOfferEntry>): Promise<Array<OfferOutcome>>
+  offer(payload: Buffer, delayMs: number | bigint, id?: string | undefined | null): Promise<OfferOutcome>
+  /** Offers many messages; resolves to an outcome per message, in order. */
+  offerAll(messages: Array<ReliableOfferEntry>): Promise<Array<OfferOutcome>>
   /** Removes a message that has not come due; resolves to whether there was one. */
   cancel(id: string): Promise<boolean>
   /** Moves a message that has not come due to `delayMs` from now. */
   reschedule(id: string, delayMs: number | bigint): Promise<boolean>
   /**
-   * Receives the next ready message, waiting up to `timeoutMs` (none: forever) on the
-   * server; resolves to null when the time passes.
-   */
-  receive(timeoutMs?: number | bigint | undefined | null, cancel?: CancelHandle | undefined | null): Promise<Delivery | null>
-  /**
    * Receives up to `n` ready messages (1 to 1000) in one round trip, waiting up to
    * `timeoutMs` (none: forever) for the first; resolves to an empty list when the time
-   * passes.
+   * passes. Runs as core's handover registered as `id` (`giveUp(id)` gives them back).
    */
-  receiveMany(n: number | bigint, timeoutMs?: number | bigint | undefined | null, cancel?: CancelHandle | undefined | null): Promise<Array<Delivery>>
+  receiveMany(id: number, n: number | bigint, timeoutMs?: number | bigint | undefined | null): Promise<Array<Delivery>>
+  /** `receiveMany` of one: the next ready message, or null when the time passes. */
+  receive(id: number, timeoutMs?: number | bigint | undefined | null): Promise<Delivery | undefined | null>
   /**
    * Acks many deliveries in one round trip; resolves, for each, to whether its lease
    * was still held.
@@ -136,14 +130,15 @@ export declare class ReliableQueue {
   /** Acks through this handle that found their delivery already ended (lease lost). */
   lostLeases(): number
   /**
-   * Core's `consume`: `handler` runs on the JavaScript thread for each delivery,
-   * `concurrency` at a time. Resolves when the handle or client is closed (after a
-   * graceful close, once the running handlers were settled), or when `cancel` fires.
+   * Core's `consume`, registered as `id` (`giveUp(id)` stops it): `handler` is called
+   * on the JavaScript thread with each delivery, `concurrency` at a time, and reports
+   * its outcome with `delivery.finish(failure)`. Resolves when the handle or client is
+   * closed (after a graceful close, once the running handlers were settled).
    */
-  consume(handler: (delivery: Delivery) => Promise<string | null>, concurrency: number, cancel?: CancelHandle | undefined | null): Promise<void>
+  consume(id: number, handler: (arg: Delivery) => void, concurrency: number | bigint): Promise<undefined>
   /** Counts: delayed, ready, inFlight, dead. */
   stats(): Promise<ReliableStats>
-  /** Up to `limit` dead letters. */
+  /** Up to `limit` dead letters (default: core's `DEAD_LETTERS_LIMIT`). */
   deadLetters(limit?: number | bigint | undefined | null): Promise<Array<DeadLetter>>
   /** Makes dead letters ready again (the given ids, or all); resolves to how many. */
   requeueDead(ids?: Array<string> | undefined | null): Promise<number>
@@ -156,7 +151,7 @@ export declare class ReliableQueue {
    * `deadlineMs` to finish and are settled, prefetched deliveries go back, then the
    * handle closes.
    */
-  closeGracefully(deadlineMs: number | bigint): Promise<void>
+  closeGracefully(deadlineMs: number | bigint): Promise<undefined>
 }
 
 /** Options of a connection. */
@@ -214,6 +209,25 @@ export interface DurabilityOptions {
   aof?: boolean
   /** How long to wait, in ms (default 1000). */
   timeoutMs?: number | bigint
+}
+
+/**
+ * The process exits (`process.on('exit')`): pending waits give back what they took, for
+ * up to 2 s.
+ */
+export declare function exiting(): void
+
+/** Gives up the wait `id` (its AbortSignal fired): what it took goes back to the queue. */
+export declare function giveUp(id: number): void
+
+/** One of core's log records. */
+export interface LogRecord {
+  /** `error`, `warn`, `info`, `debug` or `trace`. */
+  level: string
+  /** Where it comes from, e.g. `delayq::scheduler`. */
+  target: string
+  /** The message and its fields as `key=value`. */
+  message: string
 }
 
 /** One value to offer and its delay in ms. */
@@ -316,6 +330,12 @@ export interface ReliableStats {
   inFlight: number
   dead: number
 }
+
+/**
+ * Hands core's log records at `level` (default `warn`) or more severe to `hook`; none:
+ * stops forwarding.
+ */
+export declare function setLogger(hook?: ((arg: LogRecord) => void) | undefined | null, level?: string | undefined | null): void
 
 /** Certificate files (PEM) for `rediss://` URLs. */
 export interface TlsOptions {

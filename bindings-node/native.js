@@ -835,12 +835,14 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
-module.exports.CancelHandle = nativeBinding.CancelHandle
 module.exports.Client = nativeBinding.Client
 module.exports.DelayedQueue = nativeBinding.DelayedQueue
 module.exports.Delivery = nativeBinding.Delivery
 module.exports.ReliableQueue = nativeBinding.ReliableQueue
 module.exports.connect = nativeBinding.connect
+module.exports.exiting = nativeBinding.exiting
+module.exports.giveUp = nativeBinding.giveUp
 module.exports.offerScriptSource = nativeBinding.offerScriptSource
 module.exports.packEntry = nativeBinding.packEntry
+module.exports.setLogger = nativeBinding.setLogger
 module.exports.unpackEntry = nativeBinding.unpackEntry

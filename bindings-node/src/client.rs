@@ -2,14 +2,15 @@
 
 use std::time::Duration;
 
-use napi::bindgen_prelude::{BigInt, Either};
+use napi::bindgen_prelude::{BigInt, Either, PromiseRaw};
+use napi::Env;
 use napi_derive::napi;
 
+use crate::bridge::promise;
 use crate::convert::{self, option_ms};
 use crate::delayed_queue::DelayedQueue;
-use crate::error::IntoJs;
+use crate::error::{to_js, IntoJs, Result};
 use crate::reliable_queue::ReliableQueue;
-use napi::Result;
 
 /// Options of a connection.
 #[napi(object)]
@@ -75,7 +76,7 @@ fn client_options(
                 None => 0,
             },
             aof: d.aof.unwrap_or(false),
-            timeout: ms(d.timeout_ms, 1000.0)?,
+            timeout: ms(d.timeout_ms, delayq::Durability::DEFAULT_TIMEOUT)?,
         });
     }
     Ok(opts)
@@ -85,13 +86,16 @@ fn client_options(
 /// `redis+unix:///path`, `redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER[/db]`),
 /// or the seed URLs of a cluster.
 #[napi]
-pub async fn connect(
+pub fn connect(
+    env: &Env,
     url: Either<String, Vec<String>>,
     options: Option<ClientOptions>,
-) -> Result<Client> {
+) -> Result<PromiseRaw<'_, Client>> {
     let opts = client_options(url, options)?;
-    let inner = delayq::Client::connect_with(opts).await.js()?;
-    Ok(Client { inner })
+    promise(env, async move {
+        let inner = delayq::Client::connect_with(opts).await?;
+        Ok(Client { inner })
+    })
 }
 
 /// Options of a delayed queue handle.
@@ -146,15 +150,20 @@ impl ReliableQueueOptions {
                     .map(option_ms)
                     .collect::<Result<Vec<_>>>()?,
             )),
-            (Some(_), _, _) => return Err(crate::error::to_js(delayq::Error::InvalidArgument(
+            (Some(_), _, _) => return Err(to_js(delayq::Error::InvalidArgument(
                 "give backoffMs (a schedule) or backoffBaseMs/backoffMaxMs (exponential), not both"
                     .into(),
             ))),
             (None, None, None) => None,
-            (None, base, max) => Some(delayq::Backoff::Exponential {
-                base: ms(base, 1000.0)?,
-                max: ms(max, 600_000.0)?,
-            }),
+            (None, base, max) => {
+                let delayq::Backoff::Exponential { base: b, max: m } = Default::default() else {
+                    unreachable!("the default back-off is exponential")
+                };
+                Some(delayq::Backoff::Exponential {
+                    base: ms(base, b)?,
+                    max: ms(max, m)?,
+                })
+            }
         };
         let count = |n: Option<Either<f64, BigInt>>, what: &str| -> Result<Option<u32>> {
             n.map(|n| convert::count(n, what)).transpose()
@@ -172,19 +181,20 @@ impl ReliableQueueOptions {
     }
 }
 
-/// A duration option in ms (number or bigint), or `default_ms` when it is absent.
-fn ms(v: Option<Either<f64, BigInt>>, default_ms: f64) -> Result<Duration> {
-    option_ms(v.unwrap_or(Either::A(default_ms)))
+/// A duration option in ms (number or bigint), or core's `default` when it is absent.
+fn ms(v: Option<Either<f64, BigInt>>, default: Duration) -> Result<Duration> {
+    v.map_or(Ok(default), option_ms)
 }
 
 fn scheduler(
     enabled: Option<bool>,
     reconcile_ms: Option<Either<f64, BigInt>>,
 ) -> Result<delayq::SchedulerOptions> {
+    let default = delayq::SchedulerOptions::default();
     Ok(delayq::SchedulerOptions {
-        enabled: enabled.unwrap_or(true),
-        reconcile_interval: ms(reconcile_ms, 1000.0)?,
-        ..Default::default()
+        enabled: enabled.unwrap_or(default.enabled),
+        reconcile_interval: ms(reconcile_ms, default.reconcile_interval)?,
+        ..default
     })
 }
 
@@ -196,15 +206,6 @@ pub struct Client {
 
 #[napi]
 impl Client {
-    /// Connects; the same as the `connect` function.
-    #[napi]
-    pub async fn connect(
-        url: Either<String, Vec<String>>,
-        options: Option<ClientOptions>,
-    ) -> Result<Client> {
-        connect(url, options).await
-    }
-
     /// A handle on the Redisson-compatible delayed queue `name`.
     #[napi]
     pub fn delayed_queue(
@@ -236,8 +237,9 @@ impl Client {
 
     /// The Redis server's clock in Unix ms.
     #[napi]
-    pub async fn server_time_ms(&self) -> Result<i64> {
-        self.inner.server_time_ms().await.js()
+    pub fn server_time_ms<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, i64>> {
+        let c = self.inner.clone();
+        promise(env, async move { c.server_time_ms().await })
     }
 
     /// Closes the client and its queue handles; nothing of it keeps the process alive

@@ -5,8 +5,7 @@ use std::time::Duration;
 use delayq::delay::Integer;
 use napi::bindgen_prelude::{BigInt, Either};
 
-use crate::error::IntoJs;
-use napi::Result;
+use crate::error::{IntoJs, Result};
 
 /// A bigint as core takes integers of any size: exact when it fits in an `i64`.
 fn integer(b: &BigInt) -> Integer {

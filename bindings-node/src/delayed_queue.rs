@@ -1,13 +1,13 @@
 //! `DelayedQueue`: Redisson's layout; every call returns a Promise.
 
-use napi::bindgen_prelude::{AsyncBlock, AsyncBlockBuilder, BigInt, Buffer, Either};
+use delayq::handover::Handover;
+use napi::bindgen_prelude::{BigInt, Buffer, BufferSlice, Either, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 
+use crate::bridge::{promise, wait};
 use crate::convert;
-use crate::error::IntoJs;
-use crate::{cancellable, CancelHandle};
-use napi::Result;
+use crate::error::Result;
 
 /// Counts of a delayed queue.
 #[napi(object)]
@@ -42,99 +42,103 @@ impl DelayedQueue {
     }
 
     /// Offers `value` due after `delayMs`; resolves to the due time (server Unix ms).
-    // Not an `async fn`: core's `offer` must be called here, on the JavaScript thread, so
-    // that the offer takes its place in the queue's order at the call (napi-rs would start
-    // each call's task in any order). Core coalesces concurrent offers into script calls.
+    /// Core's `offer` is called here, on the JavaScript thread, so that offers keep the
+    /// order of the calls; core coalesces concurrent offers into script calls.
     #[napi]
-    pub fn offer(
+    pub fn offer<'e>(
         &self,
-        env: &Env,
-        value: Buffer,
+        env: &'e Env,
+        value: BufferSlice,
         delay_ms: Either<f64, BigInt>,
-    ) -> Result<AsyncBlock<i64>> {
-        let delay = convert::delay(delay_ms)?;
-        let offered = self.inner.offer(value, delay);
-        AsyncBlockBuilder::new(async move { offered.await.js() }).build(env)
+    ) -> Result<PromiseRaw<'e, i64>> {
+        let offered = self.inner.offer(value.to_vec(), convert::delay(delay_ms)?);
+        promise(env, offered)
     }
 
     /// Offers many values, one round trip per thousand; resolves to their due times.
     #[napi]
-    pub async fn offer_all(&self, entries: Vec<OfferEntry>) -> Result<Vec<i64>> {
+    pub fn offer_all<'e>(
+        &self,
+        env: &'e Env,
+        entries: Vec<OfferEntry>,
+    ) -> Result<PromiseRaw<'e, Vec<i64>>> {
         let mut checked = Vec::with_capacity(entries.len());
         for e in entries {
             checked.push((e.value.to_vec(), convert::delay(e.delay_ms)?));
         }
-        self.inner.offer_all(checked).await.js()
+        let q = self.inner.clone();
+        promise(env, async move { q.offer_all(checked).await })
     }
 
     /// The number of entries still waiting.
     #[napi]
-    pub async fn size(&self) -> Result<i64> {
-        Ok(self.inner.size().await.js()? as i64)
+    pub fn size<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, i64>> {
+        let q = self.inner.clone();
+        promise(env, async move { Ok(q.size().await? as i64) })
     }
 
     /// Whether a waiting entry holds `value`.
     #[napi]
-    pub async fn contains(&self, value: Buffer) -> Result<bool> {
-        self.inner.contains(value.to_vec()).await.js()
+    pub fn contains<'e>(&self, env: &'e Env, value: BufferSlice) -> Result<PromiseRaw<'e, bool>> {
+        let (q, v) = (self.inner.clone(), value.to_vec());
+        promise(env, async move { q.contains(v).await })
     }
 
     /// Removes the first waiting entry holding `value`.
     #[napi]
-    pub async fn remove(&self, value: Buffer) -> Result<bool> {
-        self.inner.remove(value.to_vec()).await.js()
+    pub fn remove<'e>(&self, env: &'e Env, value: BufferSlice) -> Result<PromiseRaw<'e, bool>> {
+        let (q, v) = (self.inner.clone(), value.to_vec());
+        promise(env, async move { q.remove(v).await })
     }
 
     /// The waiting values, in offer order.
     #[napi]
-    pub async fn read_all(&self) -> Result<Vec<Buffer>> {
-        Ok(self
-            .inner
-            .read_all()
-            .await
-            .js()?
-            .into_iter()
-            .map(Buffer::from)
-            .collect())
+    pub fn read_all<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, Vec<Buffer>>> {
+        let q = self.inner.clone();
+        promise(env, async move {
+            Ok(q.read_all().await?.into_iter().map(Buffer::from).collect())
+        })
     }
 
     /// Deletes every waiting entry.
     #[napi]
-    pub async fn clear(&self) -> Result<()> {
-        self.inner.clear().await.js()
+    pub fn clear<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, ()>> {
+        let q = self.inner.clone();
+        promise(env, async move { q.clear().await })
     }
 
     /// Takes the oldest due value, waiting up to `timeoutMs` (none: forever); resolves to
-    /// null when the time passes. `cancel` aborts the wait without losing a value.
+    /// null when the time passes. Runs as core's handover registered as `id` (`giveUp(id)`
+    /// gives the value back).
     #[napi]
-    pub async fn take(
+    pub fn take<'e>(
         &self,
+        env: &'e Env,
+        id: u32,
         timeout_ms: Option<Either<f64, BigInt>>,
-        cancel: Option<&CancelHandle>,
-    ) -> Result<Option<Buffer>> {
-        let timeout = convert::timeout(timeout_ms)?;
-        let token = cancel.map(|c| c.token.clone());
-        let q = self.inner.clone();
-        cancellable(token, async move {
-            Ok(q.take(timeout).await.js()?.map(Buffer::from))
-        })
-        .await
+    ) -> Result<PromiseRaw<'e, Option<Buffer>>> {
+        let handover = Handover::take(&self.inner, convert::timeout(timeout_ms)?);
+        wait(env, id, handover, |v| v.map(|t| t.value.into()))
     }
 
     /// Takes a due value if there is one, without waiting.
     #[napi]
-    pub async fn poll(&self) -> Result<Option<Buffer>> {
-        Ok(self.inner.poll().await.js()?.map(Buffer::from))
+    pub fn poll<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, Option<Buffer>>> {
+        let q = self.inner.clone();
+        promise(env, async move { Ok(q.poll().await?.map(Buffer::from)) })
     }
 
     /// Counts: delayed, ready, corrupt.
     #[napi]
-    pub async fn stats(&self) -> Result<DelayedStats> {
-        let s = self.inner.stats().await.js()?;
-        Ok(DelayedStats {
-            delayed: s.delayed as i64,
-            ready: s.ready as i64,
-            corrupt: s.corrupt as i64,
+    pub fn stats<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, DelayedStats>> {
+        let q = self.inner.clone();
+        promise(env, async move {
+            let s = q.stats().await?;
+            Ok(DelayedStats {
+                delayed: s.delayed as i64,
+                ready: s.ready as i64,
+                corrupt: s.corrupt as i64,
+            })
         })
     }
 

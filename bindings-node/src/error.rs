@@ -1,38 +1,50 @@
-//! The one mapping of core errors to JavaScript errors. The native error's message starts
-//! with its stable code (`ERR_DELAYQ_<KIND>: ...`); the JavaScript wrapper (index.js) moves
-//! it to the error's `code` property, since napi's own `code` is its status.
+//! The one mapping of core errors to JavaScript errors: each is an `Error` whose `code` is
+//! `ERR_DELAYQ_<KIND>` (core's `ErrorKind`), set by napi when it creates the error.
 
-/// The error type of every exported call.
-pub type JsError = napi::Error;
+/// A JavaScript error's `code`.
+pub struct Code(String);
 
-/// The stable `code` of an error kind.
-pub fn code(kind: delayq::ErrorKind) -> &'static str {
-    match kind {
-        delayq::ErrorKind::InvalidArgument => "ERR_DELAYQ_INVALID_ARGUMENT",
-        delayq::ErrorKind::Connection => "ERR_DELAYQ_CONNECTION",
-        delayq::ErrorKind::Timeout => "ERR_DELAYQ_TIMEOUT",
-        delayq::ErrorKind::WrongType => "ERR_DELAYQ_WRONG_TYPE",
-        delayq::ErrorKind::Closed => "ERR_DELAYQ_CLOSED",
-        delayq::ErrorKind::Server => "ERR_DELAYQ_SERVER",
+impl AsRef<str> for Code {
+    fn as_ref(&self) -> &str {
+        &self.0
     }
 }
 
+/// napi's own argument conversions fail with a status: an invalid argument to delayq.
+impl From<napi::Status> for Code {
+    fn from(_: napi::Status) -> Self {
+        code(delayq::ErrorKind::InvalidArgument)
+    }
+}
+
+/// The stable code of an error kind, e.g. `ERR_DELAYQ_WRONG_TYPE`.
+pub fn code(kind: delayq::ErrorKind) -> Code {
+    Code(format!("ERR_DELAYQ_{}", kind.as_str().to_ascii_uppercase()))
+}
+
+/// The error of every exported call.
+pub type Error = napi::Error<Code>;
+/// The result of every exported call.
+pub type Result<T> = std::result::Result<T, Error>;
+
 /// The JavaScript error for a core error.
-pub fn to_js(e: delayq::Error) -> JsError {
-    napi::Error::new(
-        napi::Status::GenericFailure,
-        format!("{}: {e}", code(e.kind())),
-    )
+pub fn to_js(e: delayq::Error) -> Error {
+    Error::new(code(e.kind()), e)
+}
+
+/// A napi error (a failed conversion) as an invalid argument.
+pub fn from_napi(e: napi::Error) -> Error {
+    Error::new(code(delayq::ErrorKind::InvalidArgument), e.reason)
 }
 
 /// Maps core results in one call at the end of each method.
 pub trait IntoJs<T> {
     /// Converts the error, keeping the value.
-    fn js(self) -> napi::Result<T>;
+    fn js(self) -> Result<T>;
 }
 
 impl<T> IntoJs<T> for delayq::Result<T> {
-    fn js(self) -> napi::Result<T> {
+    fn js(self) -> Result<T> {
         self.map_err(to_js)
     }
 }

@@ -1,16 +1,16 @@
 //! `ReliableQueue` and `Delivery`: every call returns a Promise.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use napi::bindgen_prelude::{BigInt, Buffer, Either, Promise, PromiseRaw};
-use napi::threadsafe_function::ThreadsafeFunction;
-use napi::{Env, Status};
+use delayq::handover::Handover;
+use napi::bindgen_prelude::{BigInt, Buffer, BufferSlice, Either, FunctionRef, PromiseRaw};
+use napi::Env;
 use napi_derive::napi;
+use tokio::sync::oneshot;
 
+use crate::bridge::{self, promise, wait, Nothing};
 use crate::convert;
-use crate::error::IntoJs;
-use crate::{cancellable, CancelHandle};
-use napi::Result;
+use crate::error::Result;
 
 /// Counts of a reliable queue.
 #[napi(object)]
@@ -106,21 +106,31 @@ impl From<delayq::OfferOutcome> for OfferOutcome {
     }
 }
 
-/// The handler of `consume` as the JavaScript wrapper gives it: it resolves to null when
-/// the user's handler succeeded, or to the failure's description (it never rejects).
-type Handler = ThreadsafeFunction<Delivery, Promise<Option<String>>, Delivery, Status, false>;
-
 /// A handle on a reliable queue: at-least-once delivery with acknowledgement.
 #[napi]
 pub struct ReliableQueue {
     pub(crate) inner: delayq::ReliableQueue,
 }
 
+/// What a consume handler reports: `Err(failure)` nacks.
+type Outcome = std::result::Result<(), String>;
+
 /// A received message: `ack()` when done, `nack(delayMs?)` to retry, `extend(ms)` to keep
 /// it longer.
 #[napi]
 pub struct Delivery {
     inner: delayq::Delivery,
+    /// Where a consume handler's outcome goes (`finish`).
+    done: Mutex<Option<oneshot::Sender<Outcome>>>,
+}
+
+impl From<delayq::Delivery> for Delivery {
+    fn from(inner: delayq::Delivery) -> Self {
+        Delivery {
+            inner,
+            done: Mutex::default(),
+        }
+    }
 }
 
 #[napi]
@@ -131,131 +141,116 @@ impl ReliableQueue {
         self.inner.name().to_owned()
     }
 
-    /// Offers `payload` due after `delayMs`; resolves to its id. A given `id` still
-    /// waiting or in flight is not offered twice (resolves to the id, changes nothing).
+    /// Offers `payload` due after `delayMs`; resolves to its id and whether this call
+    /// created the message (false: one with this id was already waiting, ready, in flight,
+    /// or acked within the idempotency retention).
     #[napi]
-    pub async fn offer(
+    pub fn offer<'e>(
         &self,
-        payload: Buffer,
+        env: &'e Env,
+        payload: BufferSlice,
         delay_ms: Either<f64, BigInt>,
         id: Option<String>,
-    ) -> Result<String> {
-        let delay = convert::delay(delay_ms)?;
-        self.inner
-            .offer(payload.to_vec(), delay, id.as_deref())
-            .await
-            .js()
+    ) -> Result<PromiseRaw<'e, OfferOutcome>> {
+        let (q, p, delay) = (
+            self.inner.clone(),
+            payload.to_vec(),
+            convert::delay(delay_ms)?,
+        );
+        promise(env, async move {
+            Ok(q.offer_with_outcome(p, delay, id.as_deref()).await?.into())
+        })
     }
 
-    /// Like `offer`; resolves to the id and whether this call created the message.
+    /// Offers many messages; resolves to an outcome per message, in order.
     #[napi]
-    pub async fn offer_with_outcome(
+    pub fn offer_all<'e>(
         &self,
-        payload: Buffer,
-        delay_ms: Either<f64, BigInt>,
-        id: Option<String>,
-    ) -> Result<OfferOutcome> {
-        let delay = convert::delay(delay_ms)?;
-        let out = self
-            .inner
-            .offer_with_outcome(payload.to_vec(), delay, id.as_deref())
-            .await
-            .js()?;
-        Ok(out.into())
-    }
-
-    /// Offers many messages; resolves to their ids.
-    #[napi]
-    pub async fn offer_all(&self, messages: Vec<ReliableOfferEntry>) -> Result<Vec<String>> {
-        let out = self.offer_all_outcomes(messages).await?;
-        Ok(out.into_iter().map(|o| o.id).collect())
-    }
-
-    /// Like `offerAll`; resolves to an outcome per message, in order.
-    #[napi]
-    pub async fn offer_all_with_outcome(
-        &self,
+        env: &'e Env,
         messages: Vec<ReliableOfferEntry>,
-    ) -> Result<Vec<OfferOutcome>> {
-        let out = self.offer_all_outcomes(messages).await?;
-        Ok(out.into_iter().map(Into::into).collect())
+    ) -> Result<PromiseRaw<'e, Vec<OfferOutcome>>> {
+        let mut checked = Vec::with_capacity(messages.len());
+        for m in messages {
+            checked.push((m.payload.to_vec(), convert::delay(m.delay_ms)?, m.id));
+        }
+        let q = self.inner.clone();
+        promise(env, async move {
+            let list = checked.iter().map(|(p, d, id)| (p, *d, id.as_deref()));
+            Ok(q.offer_all_with_outcome(list)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect())
+        })
     }
 
     /// Removes a message that has not come due; resolves to whether there was one.
     #[napi]
-    pub async fn cancel(&self, id: String) -> Result<bool> {
-        self.inner.cancel(&id).await.js()
+    pub fn cancel<'e>(&self, env: &'e Env, id: String) -> Result<PromiseRaw<'e, bool>> {
+        let q = self.inner.clone();
+        promise(env, async move { q.cancel(&id).await })
     }
 
     /// Moves a message that has not come due to `delayMs` from now.
     #[napi]
-    pub async fn reschedule(&self, id: String, delay_ms: Either<f64, BigInt>) -> Result<bool> {
-        let delay = convert::delay(delay_ms)?;
-        self.inner.reschedule(&id, delay).await.js()
-    }
-
-    /// Receives the next ready message, waiting up to `timeoutMs` (none: forever) on the
-    /// server; resolves to null when the time passes.
-    #[napi]
-    pub async fn receive(
+    pub fn reschedule<'e>(
         &self,
-        timeout_ms: Option<Either<f64, BigInt>>,
-        cancel: Option<&CancelHandle>,
-    ) -> Result<Option<Delivery>> {
-        let timeout = convert::timeout(timeout_ms)?;
-        let token = cancel.map(|c| c.token.clone());
-        let q = self.inner.clone();
-        cancellable(token, async move {
-            Ok(q.receive(timeout)
-                .await
-                .js()?
-                .map(|inner| Delivery { inner }))
-        })
-        .await
+        env: &'e Env,
+        id: String,
+        delay_ms: Either<f64, BigInt>,
+    ) -> Result<PromiseRaw<'e, bool>> {
+        let (q, delay) = (self.inner.clone(), convert::delay(delay_ms)?);
+        promise(env, async move { q.reschedule(&id, delay).await })
     }
 
     /// Receives up to `n` ready messages (1 to 1000) in one round trip, waiting up to
     /// `timeoutMs` (none: forever) for the first; resolves to an empty list when the time
-    /// passes.
+    /// passes. Runs as core's handover registered as `id` (`giveUp(id)` gives them back).
     #[napi]
-    pub async fn receive_many(
+    pub fn receive_many<'e>(
         &self,
+        env: &'e Env,
+        id: u32,
         n: Either<f64, BigInt>,
         timeout_ms: Option<Either<f64, BigInt>>,
-        cancel: Option<&CancelHandle>,
-    ) -> Result<Vec<Delivery>> {
-        let n = convert::count(n, "n")?;
-        let timeout = convert::timeout(timeout_ms)?;
-        let token = cancel.map(|c| c.token.clone());
-        let q = self.inner.clone();
-        cancellable(token, async move {
-            Ok(q.receive_many(n, timeout)
-                .await
-                .js()?
-                .into_iter()
-                .map(|inner| Delivery { inner })
-                .collect())
+    ) -> Result<PromiseRaw<'e, Vec<Delivery>>> {
+        let (n, timeout) = (convert::count(n, "n")?, convert::timeout(timeout_ms)?);
+        let handover = Handover::receive_many(&self.inner, n, timeout);
+        wait(env, id, handover, |list| {
+            list.into_iter().map(Into::into).collect()
         })
-        .await
+    }
+
+    /// `receiveMany` of one: the next ready message, or null when the time passes.
+    #[napi]
+    pub fn receive<'e>(
+        &self,
+        env: &'e Env,
+        id: u32,
+        timeout_ms: Option<Either<f64, BigInt>>,
+    ) -> Result<PromiseRaw<'e, Option<Delivery>>> {
+        let handover = Handover::receive(&self.inner, convert::timeout(timeout_ms)?);
+        wait(env, id, handover, |d| d.map(Into::into))
     }
 
     /// Acks many deliveries in one round trip; resolves, for each, to whether its lease
     /// was still held.
-    #[napi(ts_return_type = "Promise<Array<boolean>>")]
-    pub fn ack_many<'env>(
+    #[napi]
+    pub fn ack_many<'e>(
         &self,
-        env: &'env Env,
+        env: &'e Env,
         deliveries: Vec<&Delivery>,
-    ) -> Result<PromiseRaw<'env, Vec<bool>>> {
+    ) -> Result<PromiseRaw<'e, Vec<bool>>> {
         let list: Vec<delayq::Delivery> = deliveries.iter().map(|d| d.inner.clone()).collect();
         let q = self.inner.clone();
-        env.spawn_future(async move { q.ack_many(&list).await.js() })
+        promise(env, async move { q.ack_many(&list).await })
     }
 
     /// The queue's settings as stored in Redis.
     #[napi]
-    pub async fn settings(&self) -> Result<ReliableSettings> {
-        Ok(self.inner.settings().await.js()?.into())
+    pub fn settings<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, ReliableSettings>> {
+        let q = self.inner.clone();
+        promise(env, async move { Ok(q.settings().await?.into()) })
     }
 
     /// Acks through this handle that found their delivery already ended (lease lost).
@@ -264,89 +259,99 @@ impl ReliableQueue {
         self.inner.lost_leases() as i64
     }
 
-    /// Core's `consume`: `handler` runs on the JavaScript thread for each delivery,
-    /// `concurrency` at a time. Resolves when the handle or client is closed (after a
-    /// graceful close, once the running handlers were settled), or when `cancel` fires.
-    #[napi(
-        ts_args_type = "handler: (delivery: Delivery) => Promise<string | null>, concurrency: number, cancel?: CancelHandle | undefined | null"
-    )]
-    pub async fn consume(
+    /// Core's `consume`, registered as `id` (`giveUp(id)` stops it): `handler` is called
+    /// on the JavaScript thread with each delivery, `concurrency` at a time, and reports
+    /// its outcome with `delivery.finish(failure)`. Resolves when the handle or client is
+    /// closed (after a graceful close, once the running handlers were settled).
+    #[napi]
+    pub fn consume<'e>(
         &self,
-        handler: Handler,
-        concurrency: u32,
-        cancel: Option<&CancelHandle>,
-    ) -> Result<()> {
-        let token = cancel.map(|c| c.token.clone());
-        let handler = Arc::new(handler);
-        let q = self.inner.clone();
-        cancellable(token, async move {
-            q.consume(
-                move |d| {
-                    let handler = handler.clone();
-                    async move {
-                        let promise = handler
-                            .call_async_catch(Delivery { inner: d })
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        match promise.await {
-                            Ok(None) => Ok(()),
-                            Ok(Some(failure)) => Err(failure),
-                            Err(e) => Err(e.to_string()),
-                        }
-                    }
-                },
-                concurrency as usize,
-            )
-            .await
-            .js()
-        })
-        .await
+        env: &'e Env,
+        id: u32,
+        handler: FunctionRef<Delivery, ()>,
+        concurrency: Either<f64, BigInt>,
+    ) -> Result<PromiseRaw<'e, ()>> {
+        let concurrency = convert::count(concurrency, "concurrency")?;
+        let (pump, handler, q) = (bridge::pump(env)?, Arc::new(handler), self.inner.clone());
+        let run = move |d: delayq::Delivery| {
+            let (tx, rx) = oneshot::channel();
+            let handler = handler.clone();
+            pump.post(Box::new(move |env| {
+                let delivery = Delivery {
+                    inner: d,
+                    done: Mutex::new(Some(tx)),
+                };
+                if let Ok(f) = handler.borrow_back(env) {
+                    let _ = f.call(delivery);
+                }
+            }));
+            async move {
+                rx.await
+                    .unwrap_or_else(|_| Err("the handler never finished".into()))
+            }
+        };
+        let call = async move { q.consume(run, concurrency).await.map(|()| Nothing) };
+        wait(env, id, Handover::start(bridge::runtime(), call), |_| ())
     }
 
     /// Counts: delayed, ready, inFlight, dead.
     #[napi]
-    pub async fn stats(&self) -> Result<ReliableStats> {
-        let s = self.inner.stats().await.js()?;
-        Ok(ReliableStats {
-            delayed: s.delayed as i64,
-            ready: s.ready as i64,
-            in_flight: s.in_flight as i64,
-            dead: s.dead as i64,
+    pub fn stats<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, ReliableStats>> {
+        let q = self.inner.clone();
+        promise(env, async move {
+            let s = q.stats().await?;
+            Ok(ReliableStats {
+                delayed: s.delayed as i64,
+                ready: s.ready as i64,
+                in_flight: s.in_flight as i64,
+                dead: s.dead as i64,
+            })
         })
     }
 
-    /// Up to `limit` dead letters.
+    /// Up to `limit` dead letters (default: core's `DEAD_LETTERS_LIMIT`).
     #[napi]
-    pub async fn dead_letters(
+    pub fn dead_letters<'e>(
         &self,
+        env: &'e Env,
         limit: Option<Either<f64, BigInt>>,
-    ) -> Result<Vec<DeadLetter>> {
-        let limit = match limit {
-            Some(n) => convert::count(n, "limit")?,
-            None => 100,
-        };
-        let list = self.inner.dead_letters(limit).await.js()?;
-        Ok(list
-            .into_iter()
-            .map(|d| DeadLetter {
-                id: d.id,
-                payload: d.payload.into(),
-                attempts: d.attempts,
-                died_at: d.died_at,
-            })
-            .collect())
+    ) -> Result<PromiseRaw<'e, Vec<DeadLetter>>> {
+        let limit = limit.map(|n| convert::count(n, "limit")).transpose()?;
+        let q = self.inner.clone();
+        promise(env, async move {
+            let list = q
+                .dead_letters(limit.unwrap_or(100))
+                .await?;
+            Ok(list
+                .into_iter()
+                .map(|d| DeadLetter {
+                    id: d.id,
+                    payload: d.payload.into(),
+                    attempts: d.attempts,
+                    died_at: d.died_at,
+                })
+                .collect())
+        })
     }
 
     /// Makes dead letters ready again (the given ids, or all); resolves to how many.
     #[napi]
-    pub async fn requeue_dead(&self, ids: Option<Vec<String>>) -> Result<i64> {
-        Ok(self.inner.requeue_dead(ids.as_deref()).await.js()? as i64)
+    pub fn requeue_dead<'e>(
+        &self,
+        env: &'e Env,
+        ids: Option<Vec<String>>,
+    ) -> Result<PromiseRaw<'e, i64>> {
+        let q = self.inner.clone();
+        promise(env, async move {
+            Ok(q.requeue_dead(ids.as_deref()).await? as i64)
+        })
     }
 
     /// Deletes every dead letter; resolves to how many there were.
     #[napi]
-    pub async fn purge_dead(&self) -> Result<i64> {
-        Ok(self.inner.purge_dead().await.js()? as i64)
+    pub fn purge_dead<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, i64>> {
+        let q = self.inner.clone();
+        promise(env, async move { Ok(q.purge_dead().await? as i64) })
     }
 
     /// Closes this handle at once.
@@ -359,38 +364,14 @@ impl ReliableQueue {
     /// `deadlineMs` to finish and are settled, prefetched deliveries go back, then the
     /// handle closes.
     #[napi]
-    pub async fn close_gracefully(&self, deadline_ms: Either<f64, BigInt>) -> Result<()> {
+    pub fn close_gracefully<'e>(
+        &self,
+        env: &'e Env,
+        deadline_ms: Either<f64, BigInt>,
+    ) -> Result<PromiseRaw<'e, ()>> {
         let deadline = convert::timeout(Some(deadline_ms))?.unwrap_or_default();
         let q = self.inner.clone();
-        // Closed at once if the graceful close is given up (the runtime shuts down).
-        let guard = CloseOnDrop(q.clone());
-        q.close_gracefully(deadline).await.js()?;
-        drop(guard);
-        Ok(())
-    }
-}
-
-impl ReliableQueue {
-    async fn offer_all_outcomes(
-        &self,
-        messages: Vec<ReliableOfferEntry>,
-    ) -> Result<Vec<delayq::OfferOutcome>> {
-        let mut checked = Vec::with_capacity(messages.len());
-        for m in messages {
-            checked.push((m.payload.to_vec(), convert::delay(m.delay_ms)?, m.id));
-        }
-        self.inner
-            .offer_all_with_outcome(checked.iter().map(|(p, d, id)| (p, *d, id.as_deref())))
-            .await
-            .js()
-    }
-}
-
-struct CloseOnDrop(delayq::ReliableQueue);
-
-impl Drop for CloseOnDrop {
-    fn drop(&mut self) {
-        self.0.close();
+        promise(env, async move { q.close_gracefully(deadline).await })
     }
 }
 
@@ -429,22 +410,48 @@ impl Delivery {
     /// Moves the end of the lease to `ms` from now; resolves to false when the lease was
     /// already lost.
     #[napi]
-    pub async fn extend(&self, ms: Either<f64, BigInt>) -> Result<bool> {
-        let duration = convert::delay(ms)?;
-        self.inner.extend(duration).await.js()
+    pub fn extend<'e>(
+        &self,
+        env: &'e Env,
+        ms: Either<f64, BigInt>,
+    ) -> Result<PromiseRaw<'e, bool>> {
+        let (d, duration) = (self.inner.clone(), convert::delay(ms)?);
+        promise(env, async move { d.extend(duration).await })
     }
 
     /// Acknowledges; resolves to false when this delivery had already ended.
     #[napi]
-    pub async fn ack(&self) -> Result<bool> {
-        self.inner.ack().await.js()
+    pub fn ack<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, bool>> {
+        let d = self.inner.clone();
+        promise(env, async move { d.ack().await })
     }
 
     /// Retries after `delayMs` (default: the queue's back-off), or buries the message
     /// after its last attempt.
     #[napi]
-    pub async fn nack(&self, delay_ms: Option<Either<f64, BigInt>>) -> Result<bool> {
-        let delay = delay_ms.map(convert::delay).transpose()?;
-        self.inner.nack(delay).await.js()
+    pub fn nack<'e>(
+        &self,
+        env: &'e Env,
+        delay_ms: Option<Either<f64, BigInt>>,
+    ) -> Result<PromiseRaw<'e, bool>> {
+        let (d, delay) = (
+            self.inner.clone(),
+            delay_ms.map(convert::delay).transpose()?,
+        );
+        promise(env, async move { d.nack(delay).await })
+    }
+
+    /// Reports the outcome of the consume handler given this delivery: `failure` null
+    /// acks it, a description nacks it.
+    #[napi]
+    pub fn finish(&self, failure: Option<String>) {
+        if let Some(tx) = self
+            .done
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            let _ = tx.send(failure.map_or(Ok(()), Err));
+        }
     }
 }

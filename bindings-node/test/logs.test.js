@@ -1,0 +1,68 @@
+'use strict';
+// Core's logs reach a JavaScript hook (setLogger) and, with DEBUG=delayq, stderr.
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { spawn } = require('node:child_process');
+const path = require('node:path');
+const delayq = require('..');
+const { startRedis, queueName } = require('./helpers');
+
+let redis;
+let client;
+before(async () => {
+  redis = await startRedis();
+  client = await delayq.Client.connect(redis.url);
+});
+after(() => {
+  delayq.setLogger(null);
+  client.close();
+  redis.stop();
+});
+
+test('a transfer task failing on a wrong-typed key is seen by the hook', async () => {
+  const name = queueName();
+  redis.cli('SET', `redisson_delay_queue_timeout:{${name}}`, 'a string');
+  const seen = new Promise((resolve) => {
+    delayq.setLogger((record) => {
+      if (record.message.includes('transfer failed') && record.message.includes(name)) resolve(record);
+    });
+  });
+  const q = client.delayedQueue(name); // its transfer task runs the transfer script
+  const record = await seen;
+  assert.equal(record.level, 'warn');
+  assert.match(record.target, /^delayq/);
+  assert.match(record.message, /WRONGTYPE|wrong/i);
+  q.close();
+  delayq.setLogger(null);
+});
+
+test('setLogger refuses what is not a function, and a level it does not know', () => {
+  assert.throws(() => delayq.setLogger(42), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  assert.throws(() => delayq.setLogger(() => {}, { level: 'loud' }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  delayq.setLogger(null);
+});
+
+test('DEBUG=delayq prints core logs to stderr', async () => {
+  const name = queueName();
+  redis.cli('SET', `redisson_delay_queue_timeout:{${name}}`, 'a string');
+  const program = `
+    const delayq = require(${JSON.stringify(path.join(__dirname, '..'))});
+    delayq.Client.connect(${JSON.stringify(redis.url)}).then((c) => {
+      c.delayedQueue(${JSON.stringify(name)});
+      process.stdin.on('end', () => c.close()).resume();
+    });`;
+  const child = spawn(process.execPath, ['-e', program], { env: { ...process.env, DEBUG: 'delayq' } });
+  let stderr = '';
+  const line = await new Promise((resolve, reject) => {
+    child.stderr.on('data', (b) => {
+      stderr += b;
+      const found = stderr.split('\n').find((l) => l.includes('transfer failed') && l.includes(name));
+      if (found) resolve(found);
+    });
+    child.on('close', (code) => reject(new Error(`exited with ${code} before logging: ${stderr}`)));
+  });
+  assert.match(line, /^delayq WARN delayq/);
+  child.stdin.end();
+  const code = await new Promise((resolve) => child.on('close', resolve));
+  assert.equal(code, 0);
+});
