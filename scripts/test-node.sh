@@ -2,7 +2,8 @@
 # The Node.js binding: installs the npm devDependencies from the committed lock (`npm ci`;
 # package.json pins @napi-rs/cli's lzma/tar/wasm-tools to versions published for every
 # platform, so the lock is complete) (napi-rs CLI, TypeScript, ioredis),
-# builds the native addon, checks that the generated native.d.ts matches the committed one,
+# builds the native addon, checks that the generated native.d.ts and native.js match the
+# committed ones,
 # type-checks the TypeScript example, and runs `node --test` against redis-servers the
 # tests start themselves.
 set -euo pipefail
@@ -17,6 +18,8 @@ else
   npm install --no-audit --no-fund
 fi
 npm run build:debug
-git diff --exit-code -- native.d.ts || { echo "native.d.ts differs from the build: commit the generated file" >&2; exit 1; }
+for generated in native.d.ts native.js; do
+  git diff --exit-code -- "$generated" || { echo "$generated differs from the build: commit the generated file" >&2; exit 1; }
+done
 npm run typecheck
 node --test test/*.test.js test/*.test.mjs
