@@ -1,17 +1,16 @@
 //! `Client`: connects and hands out queue handles.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::convert::{self, Arg, ConnectArgs};
+use crate::convert::{self, Arg};
 use crate::delayed_queue::DelayedQueue;
 use crate::error::{invalid, to_py};
 use crate::exit;
 use crate::reliable_queue::ReliableQueue;
-use crate::runtime::{awaitable, block, enter};
+use crate::runtime::{block, enter, twins, Awaiting, Call};
 
 /// A connection to Redis: one URL, or a list of seed URLs of a Redis Cluster.
 #[pyclass(module = "delayq", frozen)]
@@ -21,30 +20,99 @@ pub struct Client {
     _tracked: exit::Tracked,
 }
 
-impl Client {
-    fn wrap(inner: delayq::Client) -> Client {
-        let _tracked = exit::track(&inner);
-        Client { inner, _tracked }
-    }
-}
-
-fn options(url: &Bound<'_, PyAny>, cluster: bool) -> PyResult<delayq::ClientOptions> {
-    if let Ok(s) = url.cast::<PyString>() {
-        let mut opts = delayq::ClientOptions::new(s.to_cow()?);
-        opts.cluster = cluster;
-        return Ok(opts);
-    }
-    if url.is_instance_of::<PyList>() || url.is_instance_of::<PyTuple>() {
-        let seeds: Vec<String> = url.extract()?;
-        return Ok(delayq::ClientOptions::cluster(seeds));
-    }
-    Err(invalid(
-        "url must be a str, or a list of seed URLs of a cluster",
-    ))
-}
+/// The options of `Client(...)` and `Client.connect_async(...)`, converted: their one
+/// signature (named for the messages of a bad call).
+#[pyclass(frozen, name = "Client")]
+struct Options(delayq::ClientOptions);
 
 #[pymethods]
+impl Options {
+    #[new]
+    #[pyo3(signature = (url, *, cluster = false, tls_ca_file = None, tls_cert_file = None,
+                        tls_key_file = None, durability_replicas = None, durability_aof = false,
+                        durability_timeout = Arg::Default))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        url: &Bound<'_, PyAny>,
+        cluster: bool,
+        tls_ca_file: Option<PathBuf>,
+        tls_cert_file: Option<PathBuf>,
+        tls_key_file: Option<PathBuf>,
+        durability_replicas: Option<&Bound<'_, PyAny>>,
+        durability_aof: bool,
+        durability_timeout: Arg<'_>,
+    ) -> PyResult<Options> {
+        let mut opts = if let Ok(s) = url.cast::<PyString>() {
+            let mut opts = delayq::ClientOptions::new(s.to_cow()?);
+            opts.cluster = cluster;
+            opts
+        } else if url.is_instance_of::<PyList>() || url.is_instance_of::<PyTuple>() {
+            delayq::ClientOptions::cluster(url.extract::<Vec<String>>()?)
+        } else {
+            return Err(invalid(
+                "url must be a str, or a list of seed URLs of a cluster",
+            ));
+        };
+        opts.tls = delayq::TlsOptions {
+            ca_file: tls_ca_file,
+            client_cert_file: tls_cert_file,
+            client_key_file: tls_key_file,
+        };
+        let replicas = convert::opt_count(durability_replicas, "durability_replicas")?;
+        let timeout =
+            convert::timeout_arg(durability_timeout, delayq::Durability::DEFAULT_TIMEOUT)?;
+        if replicas.is_some() || durability_aof {
+            opts.durability = Some(delayq::Durability {
+                replicas: replicas.unwrap_or(0),
+                aof: durability_aof,
+                timeout,
+            });
+        }
+        crate::logs::follow_log_level(url.py())?;
+        Ok(Options(opts))
+    }
+}
+
+/// The options `args` and `kwargs` name (as `Client(...)` takes them).
+fn options(
+    args: &Bound<'_, PyTuple>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<delayq::ClientOptions> {
+    let options = args.py().get_type::<Options>().call(args, kwargs)?;
+    Ok(options.cast_into::<Options>()?.get().0.clone())
+}
+
+/// Core's `connect_with`, making a `Client`.
+fn connect(
+    opts: delayq::ClientOptions,
+) -> impl std::future::Future<Output = delayq::Result<Client>> + Send + 'static {
+    enter(|| async move {
+        let inner = delayq::Client::connect_with(opts).await?;
+        let _tracked = exit::track(&inner);
+        Ok(Client { inner, _tracked })
+    })
+}
+
+/// A scheduler option of a queue handle.
+fn scheduler(enabled: bool, reconcile_interval: Arg<'_>) -> PyResult<delayq::SchedulerOptions> {
+    let defaults = delayq::SchedulerOptions::default();
+    let reconcile_interval = convert::timeout_arg(reconcile_interval, defaults.reconcile_interval)?;
+    Ok(delayq::SchedulerOptions {
+        enabled,
+        reconcile_interval,
+        ..defaults
+    })
+}
+
+twins! {
 impl Client {
+    /// The Redis server's clock in Unix milliseconds (the clock due times use).
+    fn server_time_ms / server_time_ms_async(&self) = {
+        let c = self.inner.clone();
+        async move { c.server_time_ms().await }
+    };
+}
+
     /// Connects (blocking) to `url` (`redis://[user:pass@]host:port/db`, `rediss://`,
     /// `redis+unix:///path`, `redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER[/db]`),
     /// or to a cluster through a list of seed URLs. `tls_ca_file`, `tls_cert_file` and
@@ -54,79 +122,26 @@ impl Client {
     /// seconds.
     #[new]
     #[pyo3(
-        signature = (url, *, cluster = false, tls_ca_file = None, tls_cert_file = None,
-                     tls_key_file = None, durability_replicas = None, durability_aof = false,
-                     durability_timeout = Arg::Default),
+        signature = (*args, **kwargs),
         text_signature = "(url, *, cluster=False, tls_ca_file=None, tls_cert_file=None, \
                           tls_key_file=None, durability_replicas=None, durability_aof=False, \
                           durability_timeout=1.0)"
     )]
-    #[allow(clippy::too_many_arguments)]
-    fn new<'py>(
-        py: Python<'py>,
-        url: &Bound<'py, PyAny>,
-        cluster: bool,
-        tls_ca_file: Option<PathBuf>,
-        tls_cert_file: Option<PathBuf>,
-        tls_key_file: Option<PathBuf>,
-        durability_replicas: Option<Bound<'py, PyAny>>,
-        durability_aof: bool,
-        durability_timeout: Arg<'py>,
-    ) -> PyResult<Self> {
-        let mut opts = options(url, cluster)?;
-        ConnectArgs {
-            tls_ca_file,
-            tls_cert_file,
-            tls_key_file,
-            durability_replicas,
-            durability_aof,
-            durability_timeout,
-        }
-        .apply(&mut opts)?;
-        let inner = block(
-            py,
-            enter(|| async move { delayq::Client::connect_with(opts).await }),
-        )?;
-        Ok(Client::wrap(inner))
+    fn new(py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Client> {
+        block(py, connect(options(args, kwargs)?))
     }
 
     /// Connects without blocking the event loop; returns an awaitable of a `Client`. The
     /// options are those of `Client(...)`.
     #[staticmethod]
     #[pyo3(
-        signature = (url, *, cluster = false, tls_ca_file = None, tls_cert_file = None,
-                     tls_key_file = None, durability_replicas = None, durability_aof = false,
-                     durability_timeout = Arg::Default),
+        signature = (*args, **kwargs),
         text_signature = "(url, *, cluster=False, tls_ca_file=None, tls_cert_file=None, \
                           tls_key_file=None, durability_replicas=None, durability_aof=False, \
                           durability_timeout=1.0)"
     )]
-    #[allow(clippy::too_many_arguments)]
-    fn connect_async<'py>(
-        py: Python<'py>,
-        url: &Bound<'py, PyAny>,
-        cluster: bool,
-        tls_ca_file: Option<PathBuf>,
-        tls_cert_file: Option<PathBuf>,
-        tls_key_file: Option<PathBuf>,
-        durability_replicas: Option<Bound<'py, PyAny>>,
-        durability_aof: bool,
-        durability_timeout: Arg<'py>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let mut opts = options(url, cluster)?;
-        ConnectArgs {
-            tls_ca_file,
-            tls_cert_file,
-            tls_key_file,
-            durability_replicas,
-            durability_aof,
-            durability_timeout,
-        }
-        .apply(&mut opts)?;
-        awaitable(py, async move {
-            let inner = delayq::Client::connect_with(opts).await?;
-            Ok(Client::wrap(inner))
-        })
+    fn connect_async(py: Python<'_>, args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Awaiting> {
+        connect(options(args, kwargs)?).start(py)
     }
 
     /// A handle on the Redisson-compatible delayed queue `name`. Unless `scheduler` is
@@ -136,13 +151,8 @@ impl Client {
         signature = (name, *, scheduler = true, reconcile_interval = Arg::Default),
         text_signature = "($self, name, *, scheduler=True, reconcile_interval=1.0)"
     )]
-    fn delayed_queue(
-        &self,
-        name: &str,
-        scheduler: bool,
-        reconcile_interval: Arg<'_>,
-    ) -> PyResult<DelayedQueue> {
-        let opts = scheduler_options(scheduler, reconcile_interval)?;
+    fn delayed_queue(&self, name: &str, scheduler: bool, reconcile_interval: Arg<'_>) -> PyResult<DelayedQueue> {
+        let opts = self::scheduler(scheduler, reconcile_interval)?;
         let inner = self.inner.delayed_queue_with(name, opts).map_err(to_py)?;
         Ok(DelayedQueue { inner })
     }
@@ -190,24 +200,23 @@ impl Client {
         scheduler: bool,
         reconcile_interval: Arg<'_>,
     ) -> PyResult<ReliableQueue> {
-        let base = convert::opt_delay(backoff_base)?;
-        let max = convert::opt_delay(backoff_max)?;
-        let backoff =
-            match (backoff, base, max) {
-                (Some(list), None, None) => Some(delayq::Backoff::Schedule(
-                    list.iter()
-                        .map(convert::delay)
-                        .collect::<PyResult<Vec<_>>>()?,
-                )),
-                (Some(_), _, _) => return Err(invalid(
-                    "give backoff (a schedule) or backoff_base/backoff_max (exponential), not both",
-                )),
-                (None, None, None) => None,
-                (None, base, max) => Some(delayq::Backoff::Exponential {
-                    base: base.unwrap_or(Duration::from_secs(1)),
-                    max: max.unwrap_or(Duration::from_secs(600)),
+        let (base, max) = (convert::opt_delay(backoff_base)?, convert::opt_delay(backoff_max)?);
+        let backoff = match (backoff, base, max) {
+            (Some(list), None, None) => Some(delayq::Backoff::Schedule(
+                list.iter().map(convert::delay).collect::<PyResult<_>>()?,
+            )),
+            (Some(_), _, _) => return Err(invalid(
+                "give backoff (a schedule) or backoff_base/backoff_max (exponential), not both",
+            )),
+            (None, None, None) => None,
+            (None, base, max) => match delayq::Backoff::default() {
+                delayq::Backoff::Exponential { base: b, max: m } => Some(delayq::Backoff::Exponential {
+                    base: base.unwrap_or(b),
+                    max: max.unwrap_or(m),
                 }),
-            };
+                schedule => Some(schedule),
+            },
+        };
         let opts = delayq::ReliableQueueOptions {
             visibility_timeout: convert::opt_delay(visibility_timeout)?,
             max_attempts: convert::opt_count(max_attempts, "max_attempts")?,
@@ -216,22 +225,10 @@ impl Client {
             dead_letter_retention: convert::opt_delay(dead_letter_retention)?,
             idempotency_retention: convert::opt_delay(idempotency_retention)?,
             update_settings,
-            scheduler: scheduler_options(scheduler, reconcile_interval)?,
+            scheduler: self::scheduler(scheduler, reconcile_interval)?,
         };
         let inner = self.inner.reliable_queue(name, opts).map_err(to_py)?;
         Ok(ReliableQueue { inner })
-    }
-
-    /// The Redis server's clock in Unix milliseconds (the clock due times use).
-    fn server_time_ms(&self, py: Python<'_>) -> PyResult<i64> {
-        let c = self.inner.clone();
-        block(py, async move { c.server_time_ms().await })
-    }
-
-    /// Awaitable `server_time_ms`.
-    fn server_time_ms_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let c = self.inner.clone();
-        awaitable(py, async move { c.server_time_ms().await })
     }
 
     /// Closes the client and every queue handle from it. Idempotent.
@@ -255,24 +252,7 @@ impl Client {
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "<delayq.Client closed={}>",
-            if self.inner.is_closed() {
-                "True"
-            } else {
-                "False"
-            }
-        )
+        let closed = if self.inner.is_closed() { "True" } else { "False" };
+        format!("<delayq.Client closed={closed}>")
     }
-}
-
-fn scheduler_options(
-    enabled: bool,
-    reconcile_interval: Arg<'_>,
-) -> PyResult<delayq::SchedulerOptions> {
-    Ok(delayq::SchedulerOptions {
-        enabled,
-        reconcile_interval: convert::timeout_arg(reconcile_interval, Duration::from_secs(1))?,
-        ..Default::default()
-    })
 }

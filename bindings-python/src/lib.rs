@@ -8,7 +8,7 @@ mod convert;
 mod delayed_queue;
 mod error;
 mod exit;
-mod handover;
+mod logs;
 mod reliable_queue;
 mod runtime;
 
@@ -39,6 +39,7 @@ fn offer_script_source() -> String {
 #[pymodule]
 fn _delayq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Client>()?;
+    m.add_class::<runtime::Awaiting>()?;
     m.add_class::<delayed_queue::DelayedQueue>()?;
     m.add_class::<delayed_queue::DelayedStats>()?;
     m.add_class::<delayed_queue::TakeIter>()?;
@@ -51,6 +52,8 @@ fn _delayq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pack_entry, m)?)?;
     m.add_function(wrap_pyfunction!(unpack_entry, m)?)?;
     m.add_function(wrap_pyfunction!(offer_script_source, m)?)?;
+    m.add_function(wrap_pyfunction!(logs::set_log_level, m)?)?;
     exit::register(m)?;
+    logs::install(m.py())?;
     Ok(())
 }

@@ -1,22 +1,172 @@
-//! Bridging core futures to Python: blocking (GIL released, Ctrl-C honoured) or awaitable.
+//! Bridging core calls to Python, once for every method: blocking (the GIL released,
+//! signals checked every 50 ms) or awaitable. A call that takes from a queue goes through
+//! core's [`Handover`], which gives back what nobody claimed; this only says "claimed" or
+//! "gone".
+//!
+//! An awaited call wakes its asyncio task without entering Python from the runtime: the
+//! outcome is queued for the task's loop, and the first outcome of a batch writes a byte to
+//! a socket the loop watches ([`Completer`]); the loop then hands over every queued
+//! outcome in one callback. So a runtime thread never waits for the GIL, many futures
+//! complete per wake-up, and nothing enters Python while the interpreter exits.
 
+use std::cell::RefCell;
 use std::future::Future;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::pin::Pin;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use delayq::handover::{Claim, Handover, Taken, TakenValue};
+use pyo3::exceptions::{PyBaseException, PyRuntimeError, PyStopIteration};
 use pyo3::prelude::*;
-use pyo3::IntoPyObjectExt;
+use pyo3::sync::PyOnceLock;
+use pyo3::{intern, IntoPyObjectExt};
 
+use crate::convert::Bytes;
 use crate::error::to_py;
 use crate::exit;
-use crate::handover::Taken;
+use crate::reliable_queue::Delivery;
 
-pub(crate) fn runtime() -> &'static tokio::runtime::Runtime {
+/// How long a blocking call waits with the GIL released before checking for signals.
+const SLICE: Duration = Duration::from_millis(50);
+
+pub fn runtime() -> &'static tokio::runtime::Runtime {
     pyo3_async_runtimes::tokio::get_runtime()
 }
 
-/// `py.detach(f)` for a sync call. Once the interpreter is exiting, a thread that may
-/// not take the GIL back (see `exit`) hands what `f` returned to `abandon` and waits for
-/// the process to end.
+/// What a call hands to Python.
+pub trait Outcome: Taken {
+    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>>;
+}
+
+/// The outcome of a call that takes nothing from a queue: nothing to give back.
+pub struct Plain<T>(T);
+
+impl<T: Send + 'static> Taken for Plain<T> {
+    fn give_back(self) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        Box::pin(async {})
+    }
+}
+
+impl<T: for<'py> IntoPyObject<'py> + Send + 'static> Outcome for Plain<T> {
+    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.0.into_py_any(py)
+    }
+}
+
+impl Outcome for Option<TakenValue> {
+    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.map(|t| Bytes(t.value)).into_py_any(py)
+    }
+}
+
+impl Outcome for Option<delayq::Delivery> {
+    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.map(|inner| Delivery { inner }).into_py_any(py)
+    }
+}
+
+impl Outcome for Vec<delayq::Delivery> {
+    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let list: Vec<Delivery> = self.into_iter().map(|inner| Delivery { inner }).collect();
+        list.into_py_any(py)
+    }
+}
+
+/// A call made for Python: a core future, or a [`Taking`].
+pub trait Call: Sized {
+    /// Blocks until its outcome, the GIL released.
+    fn block(self, py: Python<'_>) -> PyResult<Py<PyAny>>;
+    /// Its awaitable, on the running event loop.
+    fn start(self, py: Python<'_>) -> PyResult<Awaiting>;
+}
+
+impl<T, F> Call for F
+where
+    T: for<'py> IntoPyObject<'py> + Send + 'static,
+    F: Future<Output = delayq::Result<T>> + Send + 'static,
+{
+    fn block(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        block(py, self)?.into_py_any(py)
+    }
+
+    fn start(self, py: Python<'_>) -> PyResult<Awaiting> {
+        let handle = runtime().handle().clone();
+        Awaiting::new(py, Handover::start(handle, async { self.await.map(Plain) }))
+    }
+}
+
+/// A call that takes from a queue (`take`, `receive`, `receive_many`), already started.
+pub struct Taking<T: Taken>(pub Handover<T>);
+
+impl<T: Outcome> Call for Taking<T> {
+    fn block(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        claim_blocking(py, self.0)?.into_py(py)
+    }
+
+    fn start(self, py: Python<'_>) -> PyResult<Awaiting> {
+        Awaiting::new(py, self.0)
+    }
+}
+
+/// Waits for `h`'s outcome with the GIL released and claims it. A signal (raised here
+/// also when it arrived while the outcome was on its way) gives the outcome back.
+pub fn claim_blocking<T: Taken>(py: Python<'_>, h: Handover<T>) -> PyResult<T> {
+    let give_back = || runtime().block_on(h.give_back());
+    let ready = wait(
+        py,
+        async {
+            h.ready().await;
+            Ok::<_, delayq::Error>(())
+        },
+        give_back,
+    );
+    if let Err(e) = ready.and_then(|()| py.check_signals()) {
+        detach(py, give_back, drop);
+        return Err(e);
+    }
+    match h.claim() {
+        Claim::Ready(outcome) => outcome.map_err(to_py),
+        Claim::Pending | Claim::Ended => Err(PyRuntimeError::new_err("the call ended unclaimed")),
+    }
+}
+
+/// Runs `fut` on this thread with the GIL released (see [`wait`]).
+pub fn block<T: Send>(
+    py: Python<'_>,
+    fut: impl Future<Output = delayq::Result<T>> + Send,
+) -> PyResult<T> {
+    wait(py, fut, || {})
+}
+
+/// Runs `fut` on this thread with the GIL released, taking the GIL back every [`SLICE`]
+/// to let Python handle signals: a KeyboardInterrupt drops `fut` (core's calls are
+/// cancel-safe) and is raised. A thread that may no longer take the GIL back (the
+/// interpreter is exiting, see `exit`) runs `on_exit` and waits for the process to end.
+fn wait<T: Send>(
+    py: Python<'_>,
+    fut: impl Future<Output = delayq::Result<T>> + Send,
+    on_exit: impl FnOnce() + Send,
+) -> PyResult<T> {
+    let mut fut = std::pin::pin!(fut);
+    let mut on_exit = Some(on_exit);
+    loop {
+        let step = detach(
+            py,
+            || runtime().block_on(async { tokio::time::timeout(SLICE, fut.as_mut()).await }),
+            |_| on_exit.take().map_or((), |f| f()),
+        );
+        match step {
+            Ok(outcome) => return outcome.map_err(to_py),
+            Err(_) => py.check_signals()?,
+        }
+    }
+}
+
+/// `py.detach(f)`, the exit hook waiting for it until the GIL is back. Once the
+/// interpreter is exiting, a thread that may not take the GIL back hands what `f`
+/// returned to `abandon` and waits for the process to end.
 fn detach<T: Send>(
     py: Python<'_>,
     f: impl FnOnce() -> T + Send,
@@ -36,145 +186,202 @@ fn detach<T: Send>(
     value
 }
 
-/// Runs a core future to completion with the GIL released, waking every 50 ms to let
-/// Python handle signals: a KeyboardInterrupt drops the future (core's calls are
-/// cancel-safe) and is raised.
-pub fn block<T, F>(py: Python<'_>, fut: F) -> PyResult<T>
-where
-    T: Send,
-    F: Future<Output = delayq::Result<T>> + Send,
-{
-    block_abandoning(py, fut, drop)
+/// A handover seen from the awaitable: claimed or given up.
+trait Claimable: Send + Sync {
+    /// None while core's call runs.
+    fn claim(&self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>>;
+    fn give_up(&self);
 }
 
-/// `block`, with what to do with the outcome of a call that cannot return (exit).
-fn block_abandoning<T, F>(py: Python<'_>, fut: F, abandon: fn(T)) -> PyResult<T>
-where
-    T: Send,
-    F: Future<Output = delayq::Result<T>> + Send,
-{
-    let mut fut = Box::pin(fut);
-    loop {
-        let (step, back) = detach(
-            py,
-            move || {
-                let step = runtime().block_on(async {
-                    tokio::time::timeout(Duration::from_millis(50), &mut fut).await
-                });
-                (step, fut)
-            },
-            |(step, fut)| {
-                // Dropped, core's call gives back what comes for it later.
-                drop(fut);
-                if let Ok(Ok(value)) = step {
-                    abandon(value);
-                }
-            },
-        );
-        fut = back;
-        match step {
-            Ok(result) => return result.map_err(to_py),
-            Err(_) => py.check_signals()?,
+impl<T: Outcome> Claimable for Handover<T> {
+    fn claim(&self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>> {
+        match Handover::claim(self) {
+            Claim::Pending => None,
+            Claim::Ready(outcome) => Some(outcome.map_err(to_py).and_then(|v| v.into_py(py))),
+            Claim::Ended => Some(Err(PyRuntimeError::new_err(
+                "cannot reuse an already awaited call",
+            ))),
         }
     }
-}
 
-/// `block` for `take` and `receive`: a signal that arrived while the value was on its way
-/// is raised here, with the value given back (raised by Python once the call returned, it
-/// would lose the value). A value taken by a call that cannot return is given back too.
-pub fn block_taking<T, F>(py: Python<'_>, fut: F) -> PyResult<Option<T>>
-where
-    T: Taken,
-    F: Future<Output = delayq::Result<Option<T>>> + Send,
-{
-    let taken = block_abandoning(py, fut, give_back)?;
-    if taken.is_some() {
-        if let Err(e) = py.check_signals() {
-            detach(py, || give_back(taken), drop);
-            return Err(e);
-        }
-    }
-    Ok(taken)
-}
-
-fn give_back<T: Taken>(taken: Option<T>) {
-    if let Some(taken) = taken {
-        runtime().block_on(Box::new(taken).give_back());
+    fn give_up(&self) {
+        Handover::give_up(self)
     }
 }
 
-/// An asyncio future for a core future, which runs on the core's runtime at once.
-/// Cancelling the asyncio future drops the core future.
-///
-/// Not `pyo3_async_runtimes::future_into_py`: that one enters Python from a runtime
-/// thread whatever the state of the interpreter; here that goes through `exit::attach`.
-pub fn awaitable<'py, T, F>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
-where
-    T: for<'a> IntoPyObject<'a> + Send + 'static,
-    F: Future<Output = delayq::Result<T>> + Send + 'static,
-{
-    let future = pyo3_async_runtimes::tokio::get_current_loop(py)?.call_method0("create_future")?;
-    let target = future.clone().unbind();
-    let task = runtime().spawn(async move {
-        let outcome = fut.await;
-        // Without holding a runtime thread while waiting for the GIL.
-        tokio::task::spawn_blocking(move || {
-            exit::attach(|py| {
-                let (value, failed) = match outcome.map_err(to_py).and_then(|v| v.into_py_any(py)) {
-                    Ok(value) => (value, false),
-                    Err(e) => (e.into_value(py).into_any(), true),
-                };
-                // With the loop closed, nobody awaits it.
-                let _ = settle_soon(target.bind(py), value, failed);
-            })
-        });
-    });
-    future.call_method1(
-        "add_done_callback",
-        (AbortIfCancelled(task.abort_handle()),),
-    )?;
-    Ok(future)
+/// The awaitable of every `*_async` call. The awaiting task waits on `waiter`, an asyncio
+/// future of its loop done once core's call returned, then claims the outcome: the
+/// coroutine resumes with it at once. Cancelled, closed or dropped before, the call is
+/// given up (core gives back what it took).
+#[pyclass(module = "delayq", frozen)]
+pub struct Awaiting {
+    call: Box<dyn Claimable>,
+    waiter: Py<PyAny>,
 }
 
-/// Has the loop of the asyncio `future` set its result (or exception, if `failed`), unless
-/// it is done (cancelled) already. From any thread.
-pub(crate) fn settle_soon(
-    future: &Bound<'_, PyAny>,
-    value: Py<PyAny>,
-    failed: bool,
-) -> PyResult<()> {
-    let settle = wrap_pyfunction!(settle, future.py())?;
-    future
-        .call_method0("get_loop")?
-        .call_method1("call_soon_threadsafe", (settle, future, value, failed))?;
-    Ok(())
-}
-
-#[pyfunction]
-fn settle(future: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>, failed: bool) -> PyResult<()> {
-    if !future.call_method0("done")?.is_truthy()? {
-        let method = if failed {
-            "set_exception"
-        } else {
-            "set_result"
-        };
-        future.call_method1(method, (value,))?;
+impl Awaiting {
+    fn new<T: Outcome>(py: Python<'_>, h: Handover<T>) -> PyResult<Awaiting> {
+        let event_loop = pyo3_async_runtimes::tokio::get_current_loop(py)?;
+        let waiter = event_loop
+            .call_method0(intern!(py, "create_future"))?
+            .unbind();
+        let (completer, wake) = (completer(&event_loop)?, waiter.clone_ref(py));
+        h.on_ready(move || completer.get().push(wake));
+        Ok(Awaiting {
+            call: Box::new(h),
+            waiter,
+        })
     }
-    Ok(())
 }
-
-/// The done callback of an `awaitable`'s future.
-#[pyclass(frozen)]
-struct AbortIfCancelled(tokio::task::AbortHandle);
 
 #[pymethods]
-impl AbortIfCancelled {
-    fn __call__(&self, future: &Bound<'_, PyAny>) -> PyResult<()> {
-        if future.call_method0("cancelled")?.is_truthy()? {
-            self.0.abort();
-        }
-        Ok(())
+impl Awaiting {
+    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
     }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// Yields the future to wait on until the outcome is ready, then returns the outcome
+    /// (raises `StopIteration(value)`, or core's error).
+    fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match self.call.claim(py) {
+            Some(outcome) => Err(PyStopIteration::new_err((outcome?,))),
+            None => {
+                // What asyncio's own futures do when awaited: the task waits on it.
+                let waiter = self.waiter.bind(py);
+                waiter.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
+                Ok(waiter.clone().unbind())
+            }
+        }
+    }
+
+    fn send(&self, py: Python<'_>, _value: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        self.__next__(py)
+    }
+
+    /// The awaiting task was cancelled (or something else was thrown in): gives the call
+    /// up and raises what was thrown.
+    #[pyo3(signature = (typ, val = None, _tb = None))]
+    fn throw(
+        &self,
+        typ: &Bound<'_, PyAny>,
+        val: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.call.give_up();
+        let exc = match val {
+            _ if typ.is_instance_of::<PyBaseException>() => typ.clone(),
+            Some(v) if v.is_instance(typ)? => v.clone(),
+            Some(v) if !v.is_none() => typ.call1((v,))?,
+            _ => typ.call0()?,
+        };
+        Err(PyErr::from_value(exc))
+    }
+
+    /// The awaiting coroutine was closed: gives the call up.
+    fn close(&self) {
+        self.call.give_up();
+    }
+}
+
+/// Wakes the tasks of one event loop whose calls returned: waiters queued from any thread
+/// without the GIL, done on the loop's thread by one reader callback per batch.
+#[pyclass(frozen)]
+struct Completer {
+    /// Waiters to set done, and whether a wake-up byte is on its way.
+    queue: Mutex<(Vec<Py<PyAny>>, bool)>,
+    wake: UnixStream,
+    woken: UnixStream,
+}
+
+impl Completer {
+    fn push(&self, waiter: Py<PyAny>) {
+        let wake = {
+            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            queue.0.push(waiter);
+            !std::mem::replace(&mut queue.1, true)
+        };
+        if wake {
+            // Full socket buffer: a wake-up is pending anyway.
+            let _ = (&self.wake).write(&[0]);
+        }
+    }
+}
+
+#[pymethods]
+impl Completer {
+    /// The loop's reader callback.
+    fn __call__(&self, py: Python<'_>) {
+        while matches!((&self.woken).read(&mut [0; 64]), Ok(n) if n > 0) {}
+        let waiters = {
+            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            queue.1 = false;
+            std::mem::take(&mut queue.0)
+        };
+        for waiter in waiters {
+            let waiter = waiter.bind(py);
+            // Done already: the task was cancelled.
+            let woken = waiter.call_method0(intern!(py, "done")).and_then(|done| {
+                match done.is_truthy()? {
+                    true => Ok(()),
+                    false => waiter
+                        .call_method1(intern!(py, "set_result"), (py.None(),))
+                        .map(drop),
+                }
+            });
+            if let Err(e) = woken {
+                e.write_unraisable(py, Some(waiter));
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The last loop of this thread and its completer.
+    static LAST: RefCell<Option<(Py<PyAny>, Py<Completer>)>> = const { RefCell::new(None) };
+}
+
+/// The completer of `event_loop`, made and registered with it on first use.
+fn completer(event_loop: &Bound<'_, PyAny>) -> PyResult<Py<Completer>> {
+    let py = event_loop.py();
+    let last = LAST.with_borrow(|last| match last {
+        Some((l, c)) if l.is(event_loop) => Some(c.clone_ref(py)),
+        _ => None,
+    });
+    if let Some(c) = last {
+        return Ok(c);
+    }
+    static ALL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let all = ALL.get_or_try_init(py, || {
+        let weak = py.import("weakref")?.getattr("WeakKeyDictionary")?;
+        PyResult::Ok(weak.call0()?.unbind())
+    })?;
+    let c = match all.bind(py).call_method1("get", (event_loop,))? {
+        c if !c.is_none() => c.cast_into::<Completer>()?.unbind(),
+        _ => {
+            let (wake, woken) = UnixStream::pair()?;
+            wake.set_nonblocking(true)?;
+            woken.set_nonblocking(true)?;
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&woken);
+            let c = Py::new(
+                py,
+                Completer {
+                    queue: Mutex::new((Vec::new(), false)),
+                    wake,
+                    woken,
+                },
+            )?;
+            event_loop.call_method1("add_reader", (fd, c.clone_ref(py)))?;
+            all.bind(py).set_item(event_loop, c.clone_ref(py))?;
+            c
+        }
+    };
+    let remembered = (event_loop.clone().unbind(), c.clone_ref(py));
+    LAST.with_borrow_mut(|last| *last = Some(remembered));
+    Ok(c)
 }
 
 /// Runs `f` inside the runtime (core's `Client::connect` captures the runtime it runs on).
@@ -182,3 +389,35 @@ pub fn enter<R>(f: impl FnOnce() -> R) -> R {
     let _guard = runtime().enter();
     f()
 }
+
+/// Writes a `#[pymethods]` block in which each `fn name / name_async(&self, args) = call;`
+/// is a blocking method and its awaitable twin making the same [`Call`], followed by the
+/// class's other methods.
+macro_rules! twins {
+    (impl $ty:ident {
+        $(
+            $(#[doc = $doc:literal])*
+            $(#[pyo3($($opt:tt)*)])?
+            fn $name:ident / $name_async:ident(&$self:ident $(, $arg:ident: $argty:ty)* $(,)?) = $call:expr;
+        )*
+    } $($rest:tt)*) => {
+        #[pyo3::pymethods]
+        impl $ty {
+            $(
+                $(#[doc = $doc])*
+                $(#[pyo3($($opt)*)])?
+                fn $name(&$self, py: pyo3::Python<'_> $(, $arg: $argty)*) -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>> {
+                    $crate::runtime::Call::block($call, py)
+                }
+
+                #[doc = concat!("Awaitable `", stringify!($name), "`.")]
+                $(#[pyo3($($opt)*)])?
+                fn $name_async(&$self, py: pyo3::Python<'_> $(, $arg: $argty)*) -> pyo3::PyResult<$crate::runtime::Awaiting> {
+                    $crate::runtime::Call::start($call, py)
+                }
+            )*
+            $($rest)*
+        }
+    };
+}
+pub(crate) use twins;

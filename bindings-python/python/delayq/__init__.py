@@ -4,7 +4,9 @@
 the asyncio flavour. ``client.delayed_queue(name)`` is wire-compatible with Redisson's
 ``RDelayedQueue``; ``client.reliable_queue(name)`` adds ids, acknowledgement, retries and
 dead letters. Delays are seconds (``int``, ``float`` or ``timedelta``); values are
-``bytes`` (``str`` is encoded as UTF-8); values come out as ``bytes``.
+``bytes`` (``str`` is encoded as UTF-8); values come out as ``bytes``. The core's logs
+(a transfer task that keeps failing, a value given back) go to ``logging`` under the
+logger ``delayq``; ``set_log_level`` changes what is forwarded.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ._delayq import (
     TakeIter,
     offer_script_source,
     pack_entry,
+    set_log_level,
     unpack_entry,
 )
 from ._errors import (
@@ -60,5 +63,6 @@ __all__ = [
     "WrongTypeError",
     "offer_script_source",
     "pack_entry",
+    "set_log_level",
     "unpack_entry",
 ]
