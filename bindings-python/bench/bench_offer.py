@@ -1,23 +1,126 @@
-"""Offers per second through delayq beside redis-py running the same script.
+"""Offers per second through delayq beside redis-py running the same script, in one run.
 
-Both run the delayed queue's offer script with EVALSHA, pipelined the same way: delayq's
-offer_all sends one script call per batch of BATCH entries, and redis-py sends one
-EVALSHA per batch with the same arguments. Run against a throwaway server:
+Every figure runs the delayed queue's offer script (Redisson's) with EVALSHA on the same
+server, delayq first, then the usual client:
+
+- batches: delayq's ``offer_all`` sends one script call per batch of BATCH entries;
+  redis-py sends one EVALSHA per batch with the same arguments;
+- one at a time: a blocking ``offer`` after another, beside redis-py's ``script(...)``;
+- asyncio: IN_FLIGHT tasks each awaiting one offer after another, beside redis.asyncio
+  doing the same (its connection pool lets each task have its own connection).
+
+Run against a throwaway server (N offers per figure, 100,000 by default):
 
     python bindings-python/bench/bench_offer.py redis://127.0.0.1:PORT [N]
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 
 import redis
+import redis.asyncio
 
 import delayq
+import delayq.asyncio
 
 BATCH = 100
+IN_FLIGHT = 50
+PAYLOAD = b"x" * 44
+
+
+def _keys(name: str) -> list[str]:
+    return [
+        f"redisson_delay_queue_timeout:{{{name}}}",
+        f"redisson_delay_queue:{{{name}}}",
+        f"redisson_delay_queue_channel:{{{name}}}",
+        name,
+    ]
+
+
+def _rate(n: int, run: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    run()
+    return n / (time.perf_counter() - start)
+
+
+def sync_figures(url: str, n: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(delayq, redis-py) offers/s in batches, then one at a time."""
+    single = max(n // 5, 1)
+    with delayq.Client(url) as client:
+        q = client.delayed_queue(f"bench-py-{os.getpid()}", scheduler=False)
+
+        def batches() -> None:
+            for _ in range(n // BATCH):
+                q.offer_all([(PAYLOAD, 3600)] * BATCH)
+
+        def one_at_a_time() -> None:
+            for _ in range(single):
+                q.offer(PAYLOAD, 3600)
+
+        ours = _rate(n // BATCH * BATCH, batches)
+        ours_single = _rate(single, one_at_a_time)
+        q.clear()
+
+    r = redis.Redis.from_url(url)
+    keys = _keys(f"bench-pyredis-{os.getpid()}")
+    script = r.register_script(delayq.offer_script_source())
+
+    def their_batches() -> None:
+        for _ in range(n // BATCH):
+            args: list[object] = []
+            for _ in range(BATCH):
+                args += [3_600_000, os.urandom(8), PAYLOAD]
+            script(keys=keys, args=args)
+
+    def their_one_at_a_time() -> None:
+        for _ in range(single):
+            script(keys=keys, args=[3_600_000, os.urandom(8), PAYLOAD])
+
+    theirs = _rate(n // BATCH * BATCH, their_batches)
+    theirs_single = _rate(single, their_one_at_a_time)
+    r.delete(*keys)
+    r.close()
+    return (ours, theirs), (ours_single, theirs_single)
+
+
+async def _in_flight(n: int, offer: Callable[[], Awaitable[object]]) -> float:
+    """Offers/s with IN_FLIGHT tasks each making n // IN_FLIGHT offers in turn."""
+    each = max(n // IN_FLIGHT, 1)
+
+    async def worker() -> None:
+        for _ in range(each):
+            await offer()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    return each * IN_FLIGHT / (time.perf_counter() - start)
+
+
+async def asyncio_figures(url: str, n: int) -> tuple[float, float]:
+    """(delayq.asyncio, redis.asyncio) offers/s with IN_FLIGHT offers in flight."""
+    async with delayq.asyncio.Client(url) as client:
+        q = client.delayed_queue(f"bench-pyaio-{os.getpid()}", scheduler=False)
+        await _in_flight(IN_FLIGHT * 10, lambda: q.offer(PAYLOAD, 3600))  # warm-up
+        ours = await _in_flight(n, lambda: q.offer(PAYLOAD, 3600))
+        await q.clear()
+
+    r = redis.asyncio.Redis.from_url(url, max_connections=IN_FLIGHT)
+    keys = _keys(f"bench-pyredisaio-{os.getpid()}")
+    script = r.register_script(delayq.offer_script_source())
+
+    def theirs_once() -> Awaitable[object]:
+        return script(keys=keys, args=[3_600_000, os.urandom(8), PAYLOAD])
+
+    await _in_flight(IN_FLIGHT * 10, theirs_once)  # warm-up: opens the pool's connections
+    theirs = await _in_flight(n, theirs_once)
+    await r.delete(*keys)
+    await r.aclose()
+    return ours, theirs
 
 
 def main() -> None:
@@ -25,48 +128,19 @@ def main() -> None:
         sys.argv[1] if len(sys.argv) > 1 else os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
     )
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 100_000
-    payload = b"x" * 44
-    with delayq.Client(url) as client:
-        q = client.delayed_queue(f"bench-py-{os.getpid()}", scheduler=False)
-        start = time.perf_counter()
-        for _ in range(n // BATCH):
-            q.offer_all([(payload, 3600)] * BATCH)
-        ours = n / (time.perf_counter() - start)
-        single_start = time.perf_counter()
-        for _ in range(n // 10):
-            q.offer(payload, 3600)
-        ours_single = (n // 10) / (time.perf_counter() - single_start)
-        q.clear()
-
-    r = redis.Redis.from_url(url)
-    name = f"bench-pyredis-{os.getpid()}"
-    keys = [
-        f"redisson_delay_queue_timeout:{{{name}}}",
-        f"redisson_delay_queue:{{{name}}}",
-        f"redisson_delay_queue_channel:{{{name}}}",
-        name,
-    ]
-    script = r.register_script(delayq.offer_script_source())
-    start = time.perf_counter()
-    for _ in range(n // BATCH):
-        args: list[object] = []
-        for _ in range(BATCH):
-            args += [3_600_000, os.urandom(8), payload]
-        script(keys=keys, args=args)
-    theirs = n / (time.perf_counter() - start)
-    single_start = time.perf_counter()
-    for _ in range(n // 10):
-        script(keys=keys, args=[3_600_000, os.urandom(8), payload])
-    theirs_single = (n // 10) / (time.perf_counter() - single_start)
-    r.delete(*keys)
-
+    (ours, theirs), (ours_single, theirs_single) = sync_figures(url, n)
+    ours_aio, theirs_aio = asyncio.run(asyncio_figures(url, n))
     print(
         f"batches of {BATCH}: delayq {ours:,.0f} offers/s, redis-py {theirs:,.0f} offers/s, "
         f"ratio {ours / theirs:.2f}"
     )
     print(
-        f"one at a time:  delayq {ours_single:,.0f} offers/s, redis-py {theirs_single:,.0f} "
+        f"one at a time: delayq {ours_single:,.0f} offers/s, redis-py {theirs_single:,.0f} "
         f"offers/s, ratio {ours_single / theirs_single:.2f}"
+    )
+    print(
+        f"asyncio, {IN_FLIGHT} in flight: delayq {ours_aio:,.0f} offers/s, redis.asyncio "
+        f"{theirs_aio:,.0f} offers/s, ratio {ours_aio / theirs_aio:.2f}"
     )
 
 
