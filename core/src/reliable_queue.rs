@@ -124,6 +124,10 @@ pub const MAX_ID_LEN: usize = 256;
 /// The most messages one `receive_many` call takes.
 pub const MAX_RECEIVE: usize = 1000;
 
+/// How many dead letters a listing shows when the caller names no limit (the bindings'
+/// `dead_letters()` without an argument, the CLI, the service).
+pub const DEAD_LETTERS_LIMIT: usize = 100;
+
 const GROUP: &str = "delayq";
 
 /// How long to wait before retrying a message that failed.
