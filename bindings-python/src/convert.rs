@@ -167,3 +167,13 @@ pub fn opt_count(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<
         .map(|o| count(Arg::Given(o.clone()), what, 0))
         .transpose()
 }
+
+/// `Name(field=value, ...)` for the `fields` named (space-separated), each value as Python
+/// shows it: the `repr` of a data class.
+pub fn repr(obj: &Bound<'_, PyAny>, fields: &str) -> PyResult<String> {
+    let mut shown = Vec::new();
+    for field in fields.split_whitespace() {
+        shown.push(format!("{field}={}", obj.getattr(field)?.repr()?));
+    }
+    Ok(format!("{}({})", obj.get_type().name()?, shown.join(", ")))
+}

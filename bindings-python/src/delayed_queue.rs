@@ -28,13 +28,8 @@ pub struct DelayedStats {
 
 #[pymethods]
 impl DelayedStats {
-    fn __repr__(&self) -> String {
-        let Self {
-            delayed,
-            ready,
-            corrupt,
-        } = self;
-        format!("DelayedStats(delayed={delayed}, ready={ready}, corrupt={corrupt})")
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        convert::repr(slf, "delayed ready corrupt")
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use delayq::handover::Handover;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::PyBytes;
 
 use crate::convert::{self, Arg, Bytes};
 use crate::error::invalid;
@@ -42,16 +42,8 @@ pub struct ReliableStats {
 
 #[pymethods]
 impl ReliableStats {
-    fn __repr__(&self) -> String {
-        let Self {
-            delayed,
-            ready,
-            in_flight,
-            dead,
-        } = self;
-        format!(
-            "ReliableStats(delayed={delayed}, ready={ready}, in_flight={in_flight}, dead={dead})"
-        )
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        convert::repr(slf, "delayed ready in_flight dead")
     }
 }
 
@@ -134,27 +126,12 @@ impl From<delayq::ReliableSettings> for ReliableSettings {
     }
 }
 
-/// `repr` of an optional value, Python's way.
-fn py_opt<T: std::fmt::Debug>(v: &Option<T>) -> String {
-    v.as_ref().map_or("None".to_owned(), |v| format!("{v:?}"))
-}
-
 #[pymethods]
 impl ReliableSettings {
-    fn __repr__(&self) -> String {
-        format!(
-            "ReliableSettings(visibility_timeout={:?}, max_attempts={}, backoff={}, \
-             backoff_base={}, backoff_max={}, shards={}, dead_letter_retention={}, \
-             idempotency_retention={})",
-            self.visibility_timeout,
-            self.max_attempts,
-            py_opt(&self.backoff),
-            py_opt(&self.backoff_base),
-            py_opt(&self.backoff_max),
-            self.shards,
-            py_opt(&self.dead_letter_retention),
-            py_opt(&self.idempotency_retention),
-        )
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let fields = "visibility_timeout max_attempts backoff backoff_base backoff_max shards \
+                      dead_letter_retention idempotency_retention";
+        convert::repr(slf, fields)
     }
 }
 
@@ -172,12 +149,8 @@ pub struct OfferOutcome {
 
 #[pymethods]
 impl OfferOutcome {
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let id = PyString::new(py, &self.id).repr()?;
-        Ok(format!(
-            "OfferOutcome(id={id}, created={})",
-            if self.created { "True" } else { "False" }
-        ))
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        convert::repr(slf, "id created")
     }
 }
 
