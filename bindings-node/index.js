@@ -36,8 +36,15 @@ function toBuffer(value, what = 'value') {
   throw invalid(`${what} must be a Buffer, Uint8Array or string, not ${value === null ? 'null' : typeof value}`);
 }
 
+// Milliseconds and counts may be bigints; the native side takes numbers. Every valid value
+// converts exactly, and one beyond 64 bits becomes an infinity, invalid for core's checks
+// as a bigint that large is.
+const I64 = 2n ** 63n;
+const fromBigint = (n) => (n >= I64 ? Infinity : n < -I64 ? -Infinity : Number(n));
+
 function toDelay(ms, what = 'delayMs') {
-  if (typeof ms === 'number' || typeof ms === 'bigint') return ms;
+  if (typeof ms === 'number') return ms;
+  if (typeof ms === 'bigint') return fromBigint(ms);
   throw invalid(`${what} must be a number or bigint of milliseconds, not ${ms === null ? 'null' : typeof ms}`);
 }
 
@@ -78,12 +85,25 @@ function queueOptions(options) {
   if (typeof options !== 'object') throw invalid(`options must be an object, not ${typeName(options)}`);
   const o = { ...options };
   for (const key of MS_OPTIONS) {
-    if (o[key] !== undefined && o[key] !== null) toDelay(o[key], key);
+    if (o[key] !== undefined && o[key] !== null) o[key] = toDelay(o[key], key);
+  }
+  for (const key of ['maxAttempts', 'shards']) {
+    if (o[key] !== undefined && o[key] !== null) o[key] = toCount(o[key], key);
   }
   if (o.backoffMs !== undefined && o.backoffMs !== null) {
     o.backoffMs = toList(o.backoffMs, 'backoffMs', (ms) => toDelay(ms, 'backoffMs'));
   }
   return o;
+}
+
+/** Connection options with the durability option's numbers converted. */
+function clientOptions(options) {
+  const d = options && options.durability;
+  if (!d || typeof d !== 'object') return options;
+  const durability = { ...d };
+  if (d.replicas !== undefined && d.replicas !== null) durability.replicas = toCount(d.replicas, 'durability.replicas');
+  if (d.timeoutMs !== undefined && d.timeoutMs !== null) durability.timeoutMs = toDelay(d.timeoutMs, 'durability.timeoutMs');
+  return { ...options, durability };
 }
 
 /** `[payload, delayMs?, id?]` or `{ payload, delayMs?, id? }` items of offerAll. */
@@ -96,7 +116,8 @@ function reliableEntries(messages) {
 
 /** A count: a number or a bigint (core checks the value). */
 function toCount(n, what) {
-  if (typeof n === 'number' || typeof n === 'bigint') return n;
+  if (typeof n === 'number') return n;
+  if (typeof n === 'bigint') return fromBigint(n);
   throw invalid(`${what} must be a number or bigint, not ${typeName(n)}`);
 }
 
@@ -361,7 +382,8 @@ class ReliableQueue {
   }
 
   async deadLetters(limit) {
-    return call(() => this._inner.deadLetters(limit));
+    const n = limit === undefined || limit === null ? undefined : toCount(limit, 'limit');
+    return call(() => this._inner.deadLetters(n));
   }
 
   async requeueDead(ids) {
@@ -441,7 +463,7 @@ class Client {
 
   /** Connects to `url`, or to a cluster through a list of seed URLs. */
   static async connect(url, options) {
-    const inner = await call(() => native.connect(url, options));
+    const inner = await call(() => native.connect(url, clientOptions(options)));
     return new Client(inner);
   }
 

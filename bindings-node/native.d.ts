@@ -9,7 +9,7 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
-/** A connection to Redis. Close it to let the process exit. */
+/** A connection to Redis. */
 export declare class Client {
   /** A handle on the Redisson-compatible delayed queue `name`. */
   delayedQueue(name: string, options?: DelayedQueueOptions | undefined | null): DelayedQueue
@@ -17,10 +17,7 @@ export declare class Client {
   reliableQueue(name: string, options?: ReliableQueueOptions | undefined | null): ReliableQueue
   /** The Redis server's clock in Unix ms. */
   serverTimeMs(): Promise<number>
-  /**
-   * Closes the client and its queue handles; nothing of it keeps the process alive
-   * afterwards.
-   */
+  /** Closes the client and its queue handles. */
   close(): void
   /** Whether `close()` was called. */
   get closed(): boolean
@@ -28,16 +25,8 @@ export declare class Client {
 
 /** A handle on a Redisson-compatible delayed queue. */
 export declare class DelayedQueue {
-  /** The queue's name. */
-  get name(): string
-  /**
-   * Offers `value` due after `delayMs`; resolves to the due time (server Unix ms).
-   * Core's `offer` is called here, on the JavaScript thread, so that offers keep the
-   * order of the calls; core coalesces concurrent offers into script calls.
-   */
-  offer(value: Buffer, delayMs: number | bigint): Promise<number>
   /** Offers many values, one round trip per thousand; resolves to their due times. */
-  offerAll(entries: Array<OfferEntry>): Promise<Array<number>>
+  offerAll(list: Array<OfferEntry>): Promise<Array<number>>
   /** The number of entries still waiting. */
   size(): Promise<number>
   /** Whether a waiting entry holds `value`. */
@@ -48,16 +37,23 @@ export declare class DelayedQueue {
   readAll(): Promise<Array<Buffer>>
   /** Deletes every waiting entry. */
   clear(): Promise<undefined>
-  /**
-   * Takes the oldest due value, waiting up to `timeoutMs` (none: forever); resolves to
-   * null when the time passes. Runs as core's handover registered as `id` (`giveUp(id)`
-   * gives the value back).
-   */
-  take(id: number, timeoutMs?: number | bigint | undefined | null): Promise<Buffer | undefined | null>
   /** Takes a due value if there is one, without waiting. */
   poll(): Promise<Buffer | undefined | null>
   /** Counts: delayed, ready, corrupt. */
   stats(): Promise<DelayedStats>
+  /** The queue's name. */
+  get name(): string
+  /**
+   * Offers `value` due after `delayMs`; resolves to the due time (server Unix ms).
+   * Core's `offer` is called here, on the JavaScript thread, so that offers keep the
+   * order of the calls; core coalesces concurrent offers into script calls.
+   */
+  offer(value: Buffer, delayMs: number): Promise<number>
+  /**
+   * Takes the oldest due value, waiting up to `timeoutMs` (none: forever); null when the
+   * time passes. Core's handover, registered as `id` (`giveUp(id)` gives the value back).
+   */
+  take(id: number, timeoutMs?: number | undefined | null): Promise<Buffer | undefined | null>
   /** Closes this handle. */
   close(): void
 }
@@ -67,6 +63,12 @@ export declare class DelayedQueue {
  * it longer.
  */
 export declare class Delivery {
+  /** Moves the end of the lease to `ms` from now; false when the lease was already lost. */
+  extend(ms: number): Promise<boolean>
+  /** Acknowledges; resolves to false when this delivery had already ended. */
+  ack(): Promise<boolean>
+  /** Retries after `delayMs` (default: the queue's back-off), or buries the message after its last attempt. */
+  nack(delayMs?: number | undefined | null): Promise<boolean>
   /** The message id. */
   get id(): string
   /** The payload. */
@@ -78,18 +80,6 @@ export declare class Delivery {
   /** When this delivery's lease ends (server Unix ms); moved by `extend`. */
   get deadline(): number
   /**
-   * Moves the end of the lease to `ms` from now; resolves to false when the lease was
-   * already lost.
-   */
-  extend(ms: number | bigint): Promise<boolean>
-  /** Acknowledges; resolves to false when this delivery had already ended. */
-  ack(): Promise<boolean>
-  /**
-   * Retries after `delayMs` (default: the queue's back-off), or buries the message
-   * after its last attempt.
-   */
-  nack(delayMs?: number | bigint | undefined | null): Promise<boolean>
-  /**
    * Reports the outcome of the consume handler given this delivery: `failure` null
    * acks it, a description nacks it.
    */
@@ -98,76 +88,60 @@ export declare class Delivery {
 
 /** A handle on a reliable queue: at-least-once delivery with acknowledgement. */
 export declare class ReliableQueue {
-  /** The queue's name. */
-  get name(): string
-  /**
-   * Offers `payload` due after `delayMs`; resolves to its id and whether this call
-   * created the message (false: one with this id was already waiting, ready, in flight,
-   * or acked within the idempotency retention).
-   */
-  offer(payload: Buffer, delayMs: number | bigint, id?: string | undefined | null): Promise<OfferOutcome>
+  /** Offers `payload` due after `delayMs` (with `id`, once); resolves to its outcome. */
+  offer(payload: Buffer, delayMs: number, id?: string | undefined | null): Promise<OfferOutcome>
   /** Offers many messages; resolves to an outcome per message, in order. */
-  offerAll(messages: Array<ReliableOfferEntry>): Promise<Array<OfferOutcome>>
+  offerAll(list: Array<ReliableOfferEntry>): Promise<Array<OfferOutcome>>
   /** Removes a message that has not come due; resolves to whether there was one. */
   cancel(id: string): Promise<boolean>
   /** Moves a message that has not come due to `delayMs` from now. */
-  reschedule(id: string, delayMs: number | bigint): Promise<boolean>
-  /**
-   * Receives up to `n` ready messages (1 to 1000) in one round trip, waiting up to
-   * `timeoutMs` (none: forever) for the first; resolves to an empty list when the time
-   * passes. Runs as core's handover registered as `id` (`giveUp(id)` gives them back).
-   */
-  receiveMany(id: number, n: number | bigint, timeoutMs?: number | bigint | undefined | null): Promise<Array<Delivery>>
-  /** `receiveMany` of one: the next ready message, or null when the time passes. */
-  receive(id: number, timeoutMs?: number | bigint | undefined | null): Promise<Delivery | undefined | null>
-  /**
-   * Acks many deliveries in one round trip; resolves, for each, to whether its lease
-   * was still held.
-   */
-  ackMany(deliveries: Array<Delivery>): Promise<Array<boolean>>
+  reschedule(id: string, delayMs: number): Promise<boolean>
+  /** Acks many deliveries in one round trip; for each, whether its lease was still held. */
+  ackMany(list: Array<Delivery>): Promise<Array<boolean>>
   /** The queue's settings as stored in Redis. */
   settings(): Promise<ReliableSettings>
-  /** Acks through this handle that found their delivery already ended (lease lost). */
-  lostLeases(): number
-  /**
-   * Core's `consume`, registered as `id` (`giveUp(id)` stops it): `handler` is called
-   * on the JavaScript thread with each delivery, `concurrency` at a time, and reports
-   * its outcome with `delivery.finish(failure)`. Resolves when the handle or client is
-   * closed (after a graceful close, once the running handlers were settled).
-   */
-  consume(id: number, handler: (arg: Delivery) => void, concurrency: number | bigint): Promise<undefined>
   /** Counts: delayed, ready, inFlight, dead. */
   stats(): Promise<ReliableStats>
-  /** Up to `limit` dead letters (default: core's `DEAD_LETTERS_LIMIT`). */
-  deadLetters(limit?: number | bigint | undefined | null): Promise<Array<DeadLetter>>
+  /** Up to `limit` dead letters (default: core's `DEAD_LETTERS_LIMIT`, 100). */
+  deadLetters(limit?: number | undefined | null): Promise<Array<DeadLetter>>
   /** Makes dead letters ready again (the given ids, or all); resolves to how many. */
   requeueDead(ids?: Array<string> | undefined | null): Promise<number>
   /** Deletes every dead letter; resolves to how many there were. */
   purgeDead(): Promise<number>
+  /** Closes gracefully: consumers stop receiving, running handlers get up to `deadlineMs` to finish and are settled, prefetched deliveries go back, then the handle closes. */
+  closeGracefully(deadline: number): Promise<undefined>
+  /** The queue's name. */
+  get name(): string
+  /**
+   * Up to `n` ready messages (1 to 1000) in one round trip, waiting up to `timeoutMs`
+   * (none: forever) for the first; empty when the time passes. Core's handover,
+   * registered as `id` (`giveUp(id)` gives them back).
+   */
+  receiveMany(id: number, n: number, timeoutMs?: number | undefined | null): Promise<Array<Delivery>>
+  /** `receiveMany` of one: the next ready message, or null when the time passes. */
+  receive(id: number, timeoutMs?: number | undefined | null): Promise<Delivery | undefined | null>
+  /**
+   * Core's `consume`, registered as `id` (`giveUp(id)` stops it): `handler` is called on
+   * the JavaScript thread with each delivery, `concurrency` at a time, and reports its
+   * outcome with `delivery.finish(failure)`. Resolves when the handle or client is
+   * closed (after a graceful close, once the running handlers were settled).
+   */
+  consume(id: number, handler: (arg: Delivery) => void, concurrency: number): Promise<undefined>
+  /** Acks through this handle that found their delivery already ended (lease lost). */
+  lostLeases(): number
   /** Closes this handle at once. */
   close(): void
-  /**
-   * Closes this handle gracefully: consumers stop receiving, running handlers get up to
-   * `deadlineMs` to finish and are settled, prefetched deliveries go back, then the
-   * handle closes.
-   */
-  closeGracefully(deadlineMs: number | bigint): Promise<undefined>
 }
 
-/** Options of a connection. */
 export interface ClientOptions {
-  /** Treat the URL (or the list of URLs) as seeds of a Redis Cluster. */
   cluster?: boolean
-  /** Certificates for `rediss://` URLs. */
   tls?: TlsOptions
-  /** Wait for replicas (and the append-only file) after offers and acks. */
   durability?: DurabilityOptions
 }
 
 /**
- * Connects to Redis: one URL (`redis://[user:pass@]host:port/db`, `rediss://`,
- * `redis+unix:///path`, `redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER[/db]`),
- * or the seed URLs of a cluster.
+ * Connects to one URL (`redis://`, `rediss://`, `redis+unix://`, `redis+sentinel://`) or
+ * to the seed URLs of a cluster.
  */
 export declare function connect(url: string | Array<string>, options?: ClientOptions | undefined | null): Promise<Client>
 
@@ -179,36 +153,22 @@ export interface DeadLetter {
   diedAt: number
 }
 
-/** Options of a delayed queue handle. */
 export interface DelayedQueueOptions {
-  /** Run this process's transfer task for the queue (default true). */
   scheduler?: boolean
-  /** Longest pause between two transfer passes, in ms (default 1000). */
-  reconcileIntervalMs?: number | bigint
+  reconcileIntervalMs?: number
 }
 
-/** Counts of a delayed queue. */
+/** Counts of a delayed queue: entries waiting, values ready, undecodable entries set aside. */
 export interface DelayedStats {
-  /** Entries waiting for their due time. */
   delayed: number
-  /** Values ready in the destination list. */
   ready: number
-  /** Undecodable entries moved aside. */
   corrupt: number
 }
 
-/**
- * The durability option: offers and acks return once `replicas` replicas (and, with
- * `aof`, the append-only files) have them, or fail with a timeout error after
- * `timeoutMs` (the write was applied on the master, but may not survive a failover).
- */
 export interface DurabilityOptions {
-  /** Replicas that must have each write (`WAIT`), default 0. */
-  replicas?: number | bigint
-  /** Also wait for the append-only file (`WAITAOF`, Redis 7.2+), default false. */
+  replicas?: number
   aof?: boolean
-  /** How long to wait, in ms (default 1000). */
-  timeoutMs?: number | bigint
+  timeoutMs?: number
 }
 
 /**
@@ -233,17 +193,16 @@ export interface LogRecord {
 /** One value to offer and its delay in ms. */
 export interface OfferEntry {
   value: Buffer
-  delayMs: number | bigint
+  delayMs: number
 }
 
-/** What `offerWithOutcome` did. */
+/**
+ * What an offer did: the id, and whether this call created the message (false: one with
+ * this id was already waiting, ready, in flight, or acked within the idempotency
+ * retention).
+ */
 export interface OfferOutcome {
-  /** The message id. */
   id: string
-  /**
-   * Whether this call created the message (false: one with this id was already
-   * waiting, ready, in flight, or acked within the idempotency retention).
-   */
   created: boolean
 }
 
@@ -256,70 +215,38 @@ export declare function packEntry(id: Buffer, value: Buffer): Buffer
 /** One message to offer. */
 export interface ReliableOfferEntry {
   payload: Buffer
-  delayMs: number | bigint
+  delayMs: number
   id?: string
 }
 
-/**
- * Options of a reliable queue handle. The queue's settings (all but `updateSettings`,
- * `scheduler` and `reconcileIntervalMs`) are stored in Redis with the queue and shared by
- * every handle: one left out uses the stored value; a named one must match it (else the
- * handle's first call fails with `ERR_DELAYQ_INVALID_ARGUMENT`) unless `updateSettings`.
- */
+/** The queue's settings are stored in Redis with it: one left out uses the stored value. */
 export interface ReliableQueueOptions {
-  /** How long a received message stays invisible (its lease), in ms (default 30000). */
-  visibilityTimeoutMs?: number | bigint
-  /** Deliveries before the dead letters (default 5). */
-  maxAttempts?: number | bigint
-  /**
-   * Delays in ms before the 1st, 2nd, ... retry (the last repeats); default:
-   * exponential with jitter from `backoffBaseMs` to `backoffMaxMs`.
-   */
-  backoffMs?: Array<number | bigint>
-  /** Exponential back-off: the first delay in ms (default 1000). */
-  backoffBaseMs?: number | bigint
-  /** Exponential back-off: the longest delay in ms (default 600000). */
-  backoffMaxMs?: number | bigint
-  /** Sub-queues, a power of two (default 1). */
-  shards?: number | bigint
-  /** How long dead letters are kept, in ms (0, the default: until requeued or purged). */
-  deadLetterRetentionMs?: number | bigint
-  /**
-   * How long acked ids are remembered for de-duplication, in ms (0, the default: not
-   * at all).
-   */
-  idempotencyRetentionMs?: number | bigint
-  /**
-   * Overwrite the stored settings with the named ones instead of failing on a
-   * difference (default false).
-   */
+  visibilityTimeoutMs?: number
+  maxAttempts?: number
+  backoffMs?: Array<number>
+  backoffBaseMs?: number
+  backoffMaxMs?: number
+  shards?: number
+  deadLetterRetentionMs?: number
+  idempotencyRetentionMs?: number
   updateSettings?: boolean
-  /** Run this process's transfer task for the queue (default true). */
   scheduler?: boolean
-  /** Longest pause between two transfer passes, in ms (default 1000). */
-  reconcileIntervalMs?: number | bigint
+  reconcileIntervalMs?: number
 }
 
 /**
- * The settings of a reliable queue, as stored in Redis with it (the same names as the
- * options that set them).
+ * The settings of a reliable queue as stored in Redis with it, named as the options that
+ * set them, in ms: a back-off is a schedule (`backoffMs`) or exponential (base and max);
+ * a retention of 0 keeps dead letters until requeued or purged, and acked ids not at all.
  */
 export interface ReliableSettings {
-  /** The lease of a delivery, in ms. */
   visibilityTimeoutMs: number
-  /** Deliveries before the dead letters. */
   maxAttempts: number
-  /** The back-off schedule in ms, when the back-off is one (the last delay repeats). */
   backoffMs?: Array<number>
-  /** The first delay of an exponential back-off, in ms. */
   backoffBaseMs?: number
-  /** The longest delay of an exponential back-off, in ms. */
   backoffMaxMs?: number
-  /** Sub-queues. */
   shards: number
-  /** How long dead letters are kept, in ms; 0: until requeued or purged. */
   deadLetterRetentionMs: number
-  /** How long acked ids are remembered for de-duplication, in ms; 0: not at all. */
   idempotencyRetentionMs: number
 }
 
@@ -337,13 +264,9 @@ export interface ReliableStats {
  */
 export declare function setLogger(hook?: ((arg: LogRecord) => void) | undefined | null, level?: string | undefined | null): void
 
-/** Certificate files (PEM) for `rediss://` URLs. */
 export interface TlsOptions {
-  /** A CA certificate to trust instead of the system's roots (a private CA). */
   caFile?: string
-  /** A client certificate, for servers that require one (mutual TLS). */
   certFile?: string
-  /** The client certificate's private key. */
   keyFile?: string
 }
 

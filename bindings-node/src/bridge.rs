@@ -12,6 +12,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::future::Future;
 use std::pin::Pin;
 use std::ptr;
@@ -69,56 +70,61 @@ pub fn pump(env: &Env) -> Result<Arc<Pump>> {
         jobs: Mutex::default(),
         tsfn: OnceLock::new(),
     });
-    let (mut name, mut raw) = (ptr::null_mut(), ptr::null_mut());
-    let context = Arc::into_raw(pump.clone()).cast_mut().cast();
-    check(unsafe { sys::napi_create_string_utf8(env.raw(), c"delayq".as_ptr(), 6, &mut name) })?;
-    check(unsafe {
-        sys::napi_create_threadsafe_function(
-            env.raw(),
-            ptr::null_mut(),
-            ptr::null_mut(),
+    let (e, context) = (env.raw(), Arc::into_raw(pump.clone()).cast_mut().cast());
+    let (mut name, mut raw, null) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    unsafe {
+        check(sys::napi_create_string_utf8(
+            e,
+            c"delayq".as_ptr(),
+            6,
+            &mut name,
+        ))?;
+        let run = Some(run_jobs as _);
+        check(sys::napi_create_threadsafe_function(
+            e,
+            null,
+            null,
             name,
             0,
             1,
             ptr::null_mut(),
             None,
             context,
-            Some(run_jobs),
+            run,
             &mut raw,
-        )
-    })?;
-    check(unsafe { sys::napi_unref_threadsafe_function(env.raw(), raw) })?;
+        ))?;
+        check(sys::napi_unref_threadsafe_function(e, raw))?;
+    }
     let _ = pump.tsfn.set(Tsfn(raw));
     PUMP.with(|p| *p.borrow_mut() = Some(pump.clone()));
     Ok(pump)
 }
 
-/// The pump's callback, on the JavaScript thread: runs the jobs queued so far.
+/// The pump's callback, on the JavaScript thread: runs the jobs queued so far, each in a
+/// handle scope; one that threw is reported like any uncaught exception.
 unsafe extern "C" fn run_jobs(
-    env: sys::napi_env,
+    e: sys::napi_env,
     _: sys::napi_value,
-    pump: *mut std::ffi::c_void,
-    _: *mut std::ffi::c_void,
+    pump: *mut c_void,
+    _: *mut c_void,
 ) {
-    if env.is_null() {
+    if e.is_null() {
         return; // the environment is being torn down
     }
     let pump = unsafe { &*pump.cast::<Pump>() };
     let jobs = std::mem::take(&mut *pump.jobs.lock().unwrap_or_else(PoisonError::into_inner));
-    let env = Env::from_raw(env);
+    let env = Env::from_raw(e);
     for job in jobs {
-        let mut scope = ptr::null_mut();
-        unsafe { sys::napi_open_handle_scope(env.raw(), &mut scope) };
+        let (mut scope, mut thrown, mut error) = (ptr::null_mut(), false, ptr::null_mut());
+        unsafe { sys::napi_open_handle_scope(e, &mut scope) };
         job(&env);
-        // A hook that threw: reported like any uncaught exception, the other jobs still run.
-        let mut thrown = false;
-        unsafe { sys::napi_is_exception_pending(env.raw(), &mut thrown) };
-        if thrown {
-            let mut e = ptr::null_mut();
-            unsafe { sys::napi_get_and_clear_last_exception(env.raw(), &mut e) };
-            unsafe { sys::napi_fatal_exception(env.raw(), e) };
+        unsafe {
+            sys::napi_is_exception_pending(e, &mut thrown);
+            if thrown && sys::napi_get_and_clear_last_exception(e, &mut error) == 0 {
+                sys::napi_fatal_exception(e, error);
+            }
+            sys::napi_close_handle_scope(e, scope);
         }
-        unsafe { sys::napi_close_handle_scope(env.raw(), scope) };
     }
 }
 

@@ -1,22 +1,18 @@
 //! `DelayedQueue`: Redisson's layout; every call returns a Promise.
 
 use delayq::handover::Handover;
-use napi::bindgen_prelude::{BigInt, Buffer, BufferSlice, Either, PromiseRaw};
+use napi::bindgen_prelude::{Buffer, BufferSlice, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 
-use crate::bridge::{promise, wait};
-use crate::convert;
+use crate::convert::{delay, timeout};
 use crate::error::Result;
 
-/// Counts of a delayed queue.
+/// Counts of a delayed queue: entries waiting, values ready, undecodable entries set aside.
 #[napi(object)]
 pub struct DelayedStats {
-    /// Entries waiting for their due time.
     pub delayed: i64,
-    /// Values ready in the destination list.
     pub ready: i64,
-    /// Undecodable entries moved aside.
     pub corrupt: i64,
 }
 
@@ -24,7 +20,7 @@ pub struct DelayedStats {
 #[napi(object)]
 pub struct OfferEntry {
     pub value: Buffer,
-    pub delay_ms: Either<f64, BigInt>,
+    pub delay_ms: f64,
 }
 
 /// A handle on a Redisson-compatible delayed queue.
@@ -32,6 +28,34 @@ pub struct OfferEntry {
 pub struct DelayedQueue {
     pub(crate) inner: delayq::DelayedQueue,
 }
+
+fn entries(list: Vec<OfferEntry>) -> Result<Vec<(Vec<u8>, std::time::Duration)>> {
+    list.into_iter()
+        .map(|e| Ok((e.value.to_vec(), delay(e.delay_ms)?)))
+        .collect()
+}
+
+calls! { DelayedQueue {
+    "Offers many values, one round trip per thousand; resolves to their due times."
+    offer_all(list: Vec<OfferEntry> => entries(list)?) -> Vec<i64> = |q| q.offer_all(list).await;
+    "The number of entries still waiting."
+    size() -> i64 = |q| Ok(q.size().await? as i64);
+    "Whether a waiting entry holds `value`."
+    contains(value: BufferSlice => value.to_vec()) -> bool = |q| q.contains(value).await;
+    "Removes the first waiting entry holding `value`."
+    remove(value: BufferSlice => value.to_vec()) -> bool = |q| q.remove(value).await;
+    "The waiting values, in offer order."
+    read_all() -> Vec<Buffer> = |q| Ok(q.read_all().await?.into_iter().map(Into::into).collect());
+    "Deletes every waiting entry."
+    clear() -> () = |q| q.clear().await;
+    "Takes a due value if there is one, without waiting."
+    poll() -> Option<Buffer> = |q| Ok(q.poll().await?.map(Into::into));
+    "Counts: delayed, ready, corrupt."
+    stats() -> DelayedStats = |q| {
+        let s = q.stats().await?;
+        Ok(DelayedStats { delayed: s.delayed as i64, ready: s.ready as i64, corrupt: s.corrupt as i64 })
+    };
+}}
 
 #[napi]
 impl DelayedQueue {
@@ -49,97 +73,23 @@ impl DelayedQueue {
         &self,
         env: &'e Env,
         value: BufferSlice,
-        delay_ms: Either<f64, BigInt>,
+        delay_ms: f64,
     ) -> Result<PromiseRaw<'e, i64>> {
-        let offered = self.inner.offer(value.to_vec(), convert::delay(delay_ms)?);
-        promise(env, offered)
+        let offered = self.inner.offer(value.to_vec(), delay(delay_ms)?);
+        crate::bridge::promise(env, offered)
     }
 
-    /// Offers many values, one round trip per thousand; resolves to their due times.
-    #[napi]
-    pub fn offer_all<'e>(
-        &self,
-        env: &'e Env,
-        entries: Vec<OfferEntry>,
-    ) -> Result<PromiseRaw<'e, Vec<i64>>> {
-        let mut checked = Vec::with_capacity(entries.len());
-        for e in entries {
-            checked.push((e.value.to_vec(), convert::delay(e.delay_ms)?));
-        }
-        let q = self.inner.clone();
-        promise(env, async move { q.offer_all(checked).await })
-    }
-
-    /// The number of entries still waiting.
-    #[napi]
-    pub fn size<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, i64>> {
-        let q = self.inner.clone();
-        promise(env, async move { Ok(q.size().await? as i64) })
-    }
-
-    /// Whether a waiting entry holds `value`.
-    #[napi]
-    pub fn contains<'e>(&self, env: &'e Env, value: BufferSlice) -> Result<PromiseRaw<'e, bool>> {
-        let (q, v) = (self.inner.clone(), value.to_vec());
-        promise(env, async move { q.contains(v).await })
-    }
-
-    /// Removes the first waiting entry holding `value`.
-    #[napi]
-    pub fn remove<'e>(&self, env: &'e Env, value: BufferSlice) -> Result<PromiseRaw<'e, bool>> {
-        let (q, v) = (self.inner.clone(), value.to_vec());
-        promise(env, async move { q.remove(v).await })
-    }
-
-    /// The waiting values, in offer order.
-    #[napi]
-    pub fn read_all<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, Vec<Buffer>>> {
-        let q = self.inner.clone();
-        promise(env, async move {
-            Ok(q.read_all().await?.into_iter().map(Buffer::from).collect())
-        })
-    }
-
-    /// Deletes every waiting entry.
-    #[napi]
-    pub fn clear<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, ()>> {
-        let q = self.inner.clone();
-        promise(env, async move { q.clear().await })
-    }
-
-    /// Takes the oldest due value, waiting up to `timeoutMs` (none: forever); resolves to
-    /// null when the time passes. Runs as core's handover registered as `id` (`giveUp(id)`
-    /// gives the value back).
+    /// Takes the oldest due value, waiting up to `timeoutMs` (none: forever); null when the
+    /// time passes. Core's handover, registered as `id` (`giveUp(id)` gives the value back).
     #[napi]
     pub fn take<'e>(
         &self,
         env: &'e Env,
         id: u32,
-        timeout_ms: Option<Either<f64, BigInt>>,
+        timeout_ms: Option<f64>,
     ) -> Result<PromiseRaw<'e, Option<Buffer>>> {
-        let handover = Handover::take(&self.inner, convert::timeout(timeout_ms)?);
-        wait(env, id, handover, |v| v.map(|t| t.value.into()))
-    }
-
-    /// Takes a due value if there is one, without waiting.
-    #[napi]
-    pub fn poll<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, Option<Buffer>>> {
-        let q = self.inner.clone();
-        promise(env, async move { Ok(q.poll().await?.map(Buffer::from)) })
-    }
-
-    /// Counts: delayed, ready, corrupt.
-    #[napi]
-    pub fn stats<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, DelayedStats>> {
-        let q = self.inner.clone();
-        promise(env, async move {
-            let s = q.stats().await?;
-            Ok(DelayedStats {
-                delayed: s.delayed as i64,
-                ready: s.ready as i64,
-                corrupt: s.corrupt as i64,
-            })
-        })
+        let handover = Handover::take(&self.inner, timeout(timeout_ms)?);
+        crate::bridge::wait(env, id, handover, |v| v.map(|t| t.value.into()))
     }
 
     /// Closes this handle.

@@ -4,6 +4,28 @@
 //! (index.js) converts values and wires `AbortSignal`.
 #![deny(clippy::all)]
 
+/// Writes one `#[napi]` method returning a Promise per declaration
+/// `"doc" name(arg: JsType => conversion, ...) -> T = |h| body;`: the arguments are
+/// converted on the JavaScript thread (a bad one throws there), then `body` runs on the
+/// runtime with `h`, a clone of the handle's core value, and the Promise settles with its
+/// outcome.
+macro_rules! calls {
+    ($ty:ident { $($doc:literal $name:ident($($arg:ident: $js:ty $(=> $conv:expr)?),*)
+        -> $ret:ty = |$h:ident| $body:expr;)* }) => {
+        #[napi_derive::napi]
+        impl $ty {
+            $(#[doc = $doc]
+            #[napi]
+            pub fn $name<'e>(&self, env: &'e napi::Env $(, $arg: $js)*)
+                -> $crate::error::Result<napi::bindgen_prelude::PromiseRaw<'e, $ret>> {
+                $($(let $arg = $conv;)?)*
+                let $h = self.inner.clone();
+                $crate::bridge::promise(env, async move { $body })
+            })*
+        }
+    };
+}
+
 mod bridge;
 mod client;
 mod convert;
@@ -33,9 +55,8 @@ pub struct UnpackedEntry {
 /// Splits a packed entry into its id and value.
 #[napi]
 pub fn unpack_entry(packed: BufferSlice) -> Result<UnpackedEntry> {
-    let (id, value) = delayq::codec::unpack(&packed)
-        .map_err(|e| delayq::Error::InvalidArgument(e.to_string()))
-        .js()?;
+    let bad = |e: delayq::codec::CodecError| delayq::Error::InvalidArgument(e.to_string());
+    let (id, value) = delayq::codec::unpack(&packed).map_err(bad).js()?;
     Ok(UnpackedEntry {
         id: id.to_vec().into(),
         value: value.to_vec().into(),

@@ -1,15 +1,16 @@
 //! `ReliableQueue` and `Delivery`: every call returns a Promise.
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use delayq::handover::Handover;
-use napi::bindgen_prelude::{BigInt, Buffer, BufferSlice, Either, FunctionRef, PromiseRaw};
+use napi::bindgen_prelude::{Buffer, BufferSlice, FunctionRef, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 use tokio::sync::oneshot;
 
-use crate::bridge::{self, promise, wait, Nothing};
-use crate::convert;
+use crate::bridge::{self, wait, Nothing};
+use crate::convert::{count, delay, timeout};
 use crate::error::Result;
 
 /// Counts of a reliable queue.
@@ -34,42 +35,33 @@ pub struct DeadLetter {
 #[napi(object)]
 pub struct ReliableOfferEntry {
     pub payload: Buffer,
-    pub delay_ms: Either<f64, BigInt>,
+    pub delay_ms: f64,
     pub id: Option<String>,
 }
 
-/// The settings of a reliable queue, as stored in Redis with it (the same names as the
-/// options that set them).
+/// The settings of a reliable queue as stored in Redis with it, named as the options that
+/// set them, in ms: a back-off is a schedule (`backoffMs`) or exponential (base and max);
+/// a retention of 0 keeps dead letters until requeued or purged, and acked ids not at all.
 #[napi(object)]
 pub struct ReliableSettings {
-    /// The lease of a delivery, in ms.
     pub visibility_timeout_ms: i64,
-    /// Deliveries before the dead letters.
     pub max_attempts: u32,
-    /// The back-off schedule in ms, when the back-off is one (the last delay repeats).
     pub backoff_ms: Option<Vec<i64>>,
-    /// The first delay of an exponential back-off, in ms.
     pub backoff_base_ms: Option<i64>,
-    /// The longest delay of an exponential back-off, in ms.
     pub backoff_max_ms: Option<i64>,
-    /// Sub-queues.
     pub shards: u32,
-    /// How long dead letters are kept, in ms; 0: until requeued or purged.
     pub dead_letter_retention_ms: i64,
-    /// How long acked ids are remembered for de-duplication, in ms; 0: not at all.
     pub idempotency_retention_ms: i64,
 }
 
-fn millis(d: std::time::Duration) -> i64 {
+fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 impl From<delayq::ReliableSettings> for ReliableSettings {
     fn from(s: delayq::ReliableSettings) -> Self {
-        let (backoff_ms, backoff_base_ms, backoff_max_ms) = match s.backoff {
-            delayq::Backoff::Schedule(delays) => {
-                (Some(delays.into_iter().map(millis).collect()), None, None)
-            }
+        let (list, base, max) = match s.backoff {
+            delayq::Backoff::Schedule(d) => (Some(d.into_iter().map(millis).collect()), None, None),
             delayq::Backoff::Exponential { base, max } => {
                 (None, Some(millis(base)), Some(millis(max)))
             }
@@ -77,32 +69,29 @@ impl From<delayq::ReliableSettings> for ReliableSettings {
         ReliableSettings {
             visibility_timeout_ms: millis(s.visibility_timeout),
             max_attempts: s.max_attempts,
-            backoff_ms,
-            backoff_base_ms,
-            backoff_max_ms,
+            backoff_ms: list,
+            backoff_base_ms: base,
+            backoff_max_ms: max,
             shards: s.shards,
-            dead_letter_retention_ms: s.dead_letter_retention.map(millis).unwrap_or(0),
-            idempotency_retention_ms: s.idempotency_retention.map(millis).unwrap_or(0),
+            dead_letter_retention_ms: s.dead_letter_retention.map_or(0, millis),
+            idempotency_retention_ms: s.idempotency_retention.map_or(0, millis),
         }
     }
 }
 
-/// What `offerWithOutcome` did.
+/// What an offer did: the id, and whether this call created the message (false: one with
+/// this id was already waiting, ready, in flight, or acked within the idempotency
+/// retention).
 #[napi(object)]
 pub struct OfferOutcome {
-    /// The message id.
     pub id: String,
-    /// Whether this call created the message (false: one with this id was already
-    /// waiting, ready, in flight, or acked within the idempotency retention).
     pub created: bool,
 }
 
-impl From<delayq::OfferOutcome> for OfferOutcome {
-    fn from(o: delayq::OfferOutcome) -> Self {
-        OfferOutcome {
-            id: o.id,
-            created: o.created,
-        }
+fn outcome(o: delayq::OfferOutcome) -> OfferOutcome {
+    OfferOutcome {
+        id: o.id,
+        created: o.created,
     }
 }
 
@@ -133,6 +122,55 @@ impl From<delayq::Delivery> for Delivery {
     }
 }
 
+type Offers = Vec<(Vec<u8>, Duration, Option<String>)>;
+
+fn offers(list: Vec<ReliableOfferEntry>) -> Result<Offers> {
+    list.into_iter()
+        .map(|m| Ok((m.payload.to_vec(), delay(m.delay_ms)?, m.id)))
+        .collect()
+}
+
+calls! { ReliableQueue {
+    "Offers `payload` due after `delayMs` (with `id`, once); resolves to its outcome."
+    offer(payload: BufferSlice => payload.to_vec(), delay_ms: f64 => delay(delay_ms)?,
+        id: Option<String>) -> OfferOutcome =
+        |q| Ok(outcome(q.offer_with_outcome(payload, delay_ms, id.as_deref()).await?));
+    "Offers many messages; resolves to an outcome per message, in order."
+    offer_all(list: Vec<ReliableOfferEntry> => offers(list)?) -> Vec<OfferOutcome> = |q| {
+        let list = list.iter().map(|(p, d, id)| (p, *d, id.as_deref()));
+        Ok(q.offer_all_with_outcome(list).await?.into_iter().map(outcome).collect())
+    };
+    "Removes a message that has not come due; resolves to whether there was one."
+    cancel(id: String) -> bool = |q| q.cancel(&id).await;
+    "Moves a message that has not come due to `delayMs` from now."
+    reschedule(id: String, delay_ms: f64 => delay(delay_ms)?) -> bool =
+        |q| q.reschedule(&id, delay_ms).await;
+    "Acks many deliveries in one round trip; for each, whether its lease was still held."
+    ack_many(list: Vec<&Delivery> => list.iter().map(|d| d.inner.clone()).collect::<Vec<_>>())
+        -> Vec<bool> = |q| q.ack_many(&list).await;
+    "The queue's settings as stored in Redis."
+    settings() -> ReliableSettings = |q| Ok(q.settings().await?.into());
+    "Counts: delayed, ready, inFlight, dead."
+    stats() -> ReliableStats = |q| {
+        let s = q.stats().await?;
+        let (delayed, ready, in_flight, dead) = (s.delayed, s.ready, s.in_flight, s.dead);
+        Ok(ReliableStats { delayed: delayed as i64, ready: ready as i64, in_flight: in_flight as i64, dead: dead as i64 })
+    };
+    "Up to `limit` dead letters (default: core's `DEAD_LETTERS_LIMIT`, 100)."
+    dead_letters(limit: Option<f64> => limit.map(|n| count(n, "limit")).transpose()?)
+        -> Vec<DeadLetter> = |q| {
+        let list = q.dead_letters(limit.unwrap_or(delayq::DEAD_LETTERS_LIMIT)).await?.into_iter();
+        Ok(list.map(|d| DeadLetter { id: d.id, payload: d.payload.into(), attempts: d.attempts, died_at: d.died_at }).collect())
+    };
+    "Makes dead letters ready again (the given ids, or all); resolves to how many."
+    requeue_dead(ids: Option<Vec<String>>) -> i64 = |q| Ok(q.requeue_dead(ids.as_deref()).await? as i64);
+    "Deletes every dead letter; resolves to how many there were."
+    purge_dead() -> i64 = |q| Ok(q.purge_dead().await? as i64);
+    "Closes gracefully: consumers stop receiving, running handlers get up to `deadlineMs` to finish and are settled, prefetched deliveries go back, then the handle closes."
+    close_gracefully(deadline: f64 => timeout(Some(deadline))?.unwrap_or_default())
+        -> () = |q| q.close_gracefully(deadline).await;
+}}
+
 #[napi]
 impl ReliableQueue {
     /// The queue's name.
@@ -141,81 +179,18 @@ impl ReliableQueue {
         self.inner.name().to_owned()
     }
 
-    /// Offers `payload` due after `delayMs`; resolves to its id and whether this call
-    /// created the message (false: one with this id was already waiting, ready, in flight,
-    /// or acked within the idempotency retention).
-    #[napi]
-    pub fn offer<'e>(
-        &self,
-        env: &'e Env,
-        payload: BufferSlice,
-        delay_ms: Either<f64, BigInt>,
-        id: Option<String>,
-    ) -> Result<PromiseRaw<'e, OfferOutcome>> {
-        let (q, p, delay) = (
-            self.inner.clone(),
-            payload.to_vec(),
-            convert::delay(delay_ms)?,
-        );
-        promise(env, async move {
-            Ok(q.offer_with_outcome(p, delay, id.as_deref()).await?.into())
-        })
-    }
-
-    /// Offers many messages; resolves to an outcome per message, in order.
-    #[napi]
-    pub fn offer_all<'e>(
-        &self,
-        env: &'e Env,
-        messages: Vec<ReliableOfferEntry>,
-    ) -> Result<PromiseRaw<'e, Vec<OfferOutcome>>> {
-        let mut checked = Vec::with_capacity(messages.len());
-        for m in messages {
-            checked.push((m.payload.to_vec(), convert::delay(m.delay_ms)?, m.id));
-        }
-        let q = self.inner.clone();
-        promise(env, async move {
-            let list = checked.iter().map(|(p, d, id)| (p, *d, id.as_deref()));
-            Ok(q.offer_all_with_outcome(list)
-                .await?
-                .into_iter()
-                .map(Into::into)
-                .collect())
-        })
-    }
-
-    /// Removes a message that has not come due; resolves to whether there was one.
-    #[napi]
-    pub fn cancel<'e>(&self, env: &'e Env, id: String) -> Result<PromiseRaw<'e, bool>> {
-        let q = self.inner.clone();
-        promise(env, async move { q.cancel(&id).await })
-    }
-
-    /// Moves a message that has not come due to `delayMs` from now.
-    #[napi]
-    pub fn reschedule<'e>(
-        &self,
-        env: &'e Env,
-        id: String,
-        delay_ms: Either<f64, BigInt>,
-    ) -> Result<PromiseRaw<'e, bool>> {
-        let (q, delay) = (self.inner.clone(), convert::delay(delay_ms)?);
-        promise(env, async move { q.reschedule(&id, delay).await })
-    }
-
-    /// Receives up to `n` ready messages (1 to 1000) in one round trip, waiting up to
-    /// `timeoutMs` (none: forever) for the first; resolves to an empty list when the time
-    /// passes. Runs as core's handover registered as `id` (`giveUp(id)` gives them back).
+    /// Up to `n` ready messages (1 to 1000) in one round trip, waiting up to `timeoutMs`
+    /// (none: forever) for the first; empty when the time passes. Core's handover,
+    /// registered as `id` (`giveUp(id)` gives them back).
     #[napi]
     pub fn receive_many<'e>(
         &self,
         env: &'e Env,
         id: u32,
-        n: Either<f64, BigInt>,
-        timeout_ms: Option<Either<f64, BigInt>>,
+        n: f64,
+        timeout_ms: Option<f64>,
     ) -> Result<PromiseRaw<'e, Vec<Delivery>>> {
-        let (n, timeout) = (convert::count(n, "n")?, convert::timeout(timeout_ms)?);
-        let handover = Handover::receive_many(&self.inner, n, timeout);
+        let handover = Handover::receive_many(&self.inner, count(n, "n")?, timeout(timeout_ms)?);
         wait(env, id, handover, |list| {
             list.into_iter().map(Into::into).collect()
         })
@@ -227,41 +202,15 @@ impl ReliableQueue {
         &self,
         env: &'e Env,
         id: u32,
-        timeout_ms: Option<Either<f64, BigInt>>,
+        timeout_ms: Option<f64>,
     ) -> Result<PromiseRaw<'e, Option<Delivery>>> {
-        let handover = Handover::receive(&self.inner, convert::timeout(timeout_ms)?);
+        let handover = Handover::receive(&self.inner, timeout(timeout_ms)?);
         wait(env, id, handover, |d| d.map(Into::into))
     }
 
-    /// Acks many deliveries in one round trip; resolves, for each, to whether its lease
-    /// was still held.
-    #[napi]
-    pub fn ack_many<'e>(
-        &self,
-        env: &'e Env,
-        deliveries: Vec<&Delivery>,
-    ) -> Result<PromiseRaw<'e, Vec<bool>>> {
-        let list: Vec<delayq::Delivery> = deliveries.iter().map(|d| d.inner.clone()).collect();
-        let q = self.inner.clone();
-        promise(env, async move { q.ack_many(&list).await })
-    }
-
-    /// The queue's settings as stored in Redis.
-    #[napi]
-    pub fn settings<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, ReliableSettings>> {
-        let q = self.inner.clone();
-        promise(env, async move { Ok(q.settings().await?.into()) })
-    }
-
-    /// Acks through this handle that found their delivery already ended (lease lost).
-    #[napi]
-    pub fn lost_leases(&self) -> i64 {
-        self.inner.lost_leases() as i64
-    }
-
-    /// Core's `consume`, registered as `id` (`giveUp(id)` stops it): `handler` is called
-    /// on the JavaScript thread with each delivery, `concurrency` at a time, and reports
-    /// its outcome with `delivery.finish(failure)`. Resolves when the handle or client is
+    /// Core's `consume`, registered as `id` (`giveUp(id)` stops it): `handler` is called on
+    /// the JavaScript thread with each delivery, `concurrency` at a time, and reports its
+    /// outcome with `delivery.finish(failure)`. Resolves when the handle or client is
     /// closed (after a graceful close, once the running handlers were settled).
     #[napi]
     pub fn consume<'e>(
@@ -269,20 +218,16 @@ impl ReliableQueue {
         env: &'e Env,
         id: u32,
         handler: FunctionRef<Delivery, ()>,
-        concurrency: Either<f64, BigInt>,
+        concurrency: f64,
     ) -> Result<PromiseRaw<'e, ()>> {
-        let concurrency = convert::count(concurrency, "concurrency")?;
+        let concurrency = count(concurrency, "concurrency")?;
         let (pump, handler, q) = (bridge::pump(env)?, Arc::new(handler), self.inner.clone());
-        let run = move |d: delayq::Delivery| {
+        let run = move |inner| {
             let (tx, rx) = oneshot::channel();
-            let handler = handler.clone();
+            let (handler, done) = (handler.clone(), Mutex::new(Some(tx)));
             pump.post(Box::new(move |env| {
-                let delivery = Delivery {
-                    inner: d,
-                    done: Mutex::new(Some(tx)),
-                };
                 if let Ok(f) = handler.borrow_back(env) {
-                    let _ = f.call(delivery);
+                    let _ = f.call(Delivery { inner, done });
                 }
             }));
             async move {
@@ -294,64 +239,10 @@ impl ReliableQueue {
         wait(env, id, Handover::start(bridge::runtime(), call), |_| ())
     }
 
-    /// Counts: delayed, ready, inFlight, dead.
+    /// Acks through this handle that found their delivery already ended (lease lost).
     #[napi]
-    pub fn stats<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, ReliableStats>> {
-        let q = self.inner.clone();
-        promise(env, async move {
-            let s = q.stats().await?;
-            Ok(ReliableStats {
-                delayed: s.delayed as i64,
-                ready: s.ready as i64,
-                in_flight: s.in_flight as i64,
-                dead: s.dead as i64,
-            })
-        })
-    }
-
-    /// Up to `limit` dead letters (default: core's `DEAD_LETTERS_LIMIT`).
-    #[napi]
-    pub fn dead_letters<'e>(
-        &self,
-        env: &'e Env,
-        limit: Option<Either<f64, BigInt>>,
-    ) -> Result<PromiseRaw<'e, Vec<DeadLetter>>> {
-        let limit = limit.map(|n| convert::count(n, "limit")).transpose()?;
-        let q = self.inner.clone();
-        promise(env, async move {
-            let list = q
-                .dead_letters(limit.unwrap_or(100))
-                .await?;
-            Ok(list
-                .into_iter()
-                .map(|d| DeadLetter {
-                    id: d.id,
-                    payload: d.payload.into(),
-                    attempts: d.attempts,
-                    died_at: d.died_at,
-                })
-                .collect())
-        })
-    }
-
-    /// Makes dead letters ready again (the given ids, or all); resolves to how many.
-    #[napi]
-    pub fn requeue_dead<'e>(
-        &self,
-        env: &'e Env,
-        ids: Option<Vec<String>>,
-    ) -> Result<PromiseRaw<'e, i64>> {
-        let q = self.inner.clone();
-        promise(env, async move {
-            Ok(q.requeue_dead(ids.as_deref()).await? as i64)
-        })
-    }
-
-    /// Deletes every dead letter; resolves to how many there were.
-    #[napi]
-    pub fn purge_dead<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, i64>> {
-        let q = self.inner.clone();
-        promise(env, async move { Ok(q.purge_dead().await? as i64) })
+    pub fn lost_leases(&self) -> i64 {
+        self.inner.lost_leases() as i64
     }
 
     /// Closes this handle at once.
@@ -359,21 +250,17 @@ impl ReliableQueue {
     pub fn close(&self) {
         self.inner.close();
     }
-
-    /// Closes this handle gracefully: consumers stop receiving, running handlers get up to
-    /// `deadlineMs` to finish and are settled, prefetched deliveries go back, then the
-    /// handle closes.
-    #[napi]
-    pub fn close_gracefully<'e>(
-        &self,
-        env: &'e Env,
-        deadline_ms: Either<f64, BigInt>,
-    ) -> Result<PromiseRaw<'e, ()>> {
-        let deadline = convert::timeout(Some(deadline_ms))?.unwrap_or_default();
-        let q = self.inner.clone();
-        promise(env, async move { q.close_gracefully(deadline).await })
-    }
 }
+
+calls! { Delivery {
+    "Moves the end of the lease to `ms` from now; false when the lease was already lost."
+    extend(ms: f64 => delay(ms)?) -> bool = |d| d.extend(ms).await;
+    "Acknowledges; resolves to false when this delivery had already ended."
+    ack() -> bool = |d| d.ack().await;
+    "Retries after `delayMs` (default: the queue's back-off), or buries the message after its last attempt."
+    nack(delay_ms: Option<f64> => delay_ms.map(delay).transpose()?) -> bool =
+        |d| d.nack(delay_ms).await;
+}}
 
 #[napi]
 impl Delivery {
@@ -405,40 +292,6 @@ impl Delivery {
     #[napi(getter)]
     pub fn deadline(&self) -> i64 {
         self.inner.deadline()
-    }
-
-    /// Moves the end of the lease to `ms` from now; resolves to false when the lease was
-    /// already lost.
-    #[napi]
-    pub fn extend<'e>(
-        &self,
-        env: &'e Env,
-        ms: Either<f64, BigInt>,
-    ) -> Result<PromiseRaw<'e, bool>> {
-        let (d, duration) = (self.inner.clone(), convert::delay(ms)?);
-        promise(env, async move { d.extend(duration).await })
-    }
-
-    /// Acknowledges; resolves to false when this delivery had already ended.
-    #[napi]
-    pub fn ack<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, bool>> {
-        let d = self.inner.clone();
-        promise(env, async move { d.ack().await })
-    }
-
-    /// Retries after `delayMs` (default: the queue's back-off), or buries the message
-    /// after its last attempt.
-    #[napi]
-    pub fn nack<'e>(
-        &self,
-        env: &'e Env,
-        delay_ms: Option<Either<f64, BigInt>>,
-    ) -> Result<PromiseRaw<'e, bool>> {
-        let (d, delay) = (
-            self.inner.clone(),
-            delay_ms.map(convert::delay).transpose()?,
-        );
-        promise(env, async move { d.nack(delay).await })
     }
 
     /// Reports the outcome of the consume handler given this delivery: `failure` null
