@@ -1,4 +1,4 @@
-//! The tokio runtime that runs every delayq future of this process.
+//! The tokio runtime that runs every delayq future of this process, and [`twins!`].
 //!
 //! Core's `Client::connect` captures the runtime it runs on and spawns its connection
 //! drivers and transfer tasks there, so the client must be created on a long-lived
@@ -26,11 +26,9 @@ pub(crate) fn runtime() -> &'static Runtime {
 }
 
 /// A future polled by whatever executor awaits it (UniFFI's, for a Kotlin coroutine) with
-/// this library's runtime entered on every poll, so that the I/O and timers it registers
-/// belong to the runtime (the same thing the `async-compat` crate does). Unlike a spawned
-/// task awaited through its `JoinHandle`, dropping it (a cancelled coroutine) drops core's
-/// future itself, whose cancel-safety then holds: a value taken for it goes back, even one
-/// that arrived after its last poll.
+/// this library's runtime entered on every poll (as the `async-compat` crate does). Unlike
+/// a spawned task, dropping it (a cancelled coroutine) drops core's future itself, whose
+/// cancel-safety then holds.
 struct InRuntime<F>(Pin<Box<F>>);
 
 impl<F: Future> Future for InRuntime<F> {
@@ -42,20 +40,14 @@ impl<F: Future> Future for InRuntime<F> {
 }
 
 /// Runs `fut` in the runtime's context, awaited from whatever executor polls the result.
-pub(crate) async fn run<F, T>(fut: F) -> Result<T, FfiError>
-where
-    F: Future<Output = delayq::Result<T>> + Send + 'static,
-    T: Send + 'static,
-{
+pub(crate) async fn run<T>(fut: impl Future<Output = delayq::Result<T>>) -> Result<T, FfiError> {
     InRuntime(Box::pin(fut)).await.map_err(FfiError::from)
 }
 
 /// Runs `fut` on the runtime, blocking the calling (JVM) thread until it is done.
-pub(crate) fn block<F, T>(fut: F) -> Result<T, FfiError>
-where
-    F: Future<Output = delayq::Result<T>> + Send + 'static,
-    T: Send + 'static,
-{
+pub(crate) fn block<T: Send>(
+    fut: impl Future<Output = delayq::Result<T>> + Send,
+) -> Result<T, FfiError> {
     if tokio::runtime::Handle::try_current().is_ok() {
         // Called from a runtime thread (a coroutine resumed there): blocking it would
         // stall the runtime, so wait on a plain thread instead.
@@ -63,4 +55,28 @@ where
             .unwrap_or_else(|_| Err(FfiError::Connection("delayq call panicked".into())));
     }
     runtime().block_on(fut).map_err(FfiError::from)
+}
+
+/// Exports each call of `$ty` twice from one body: `$name`, async (a Kotlin `suspend
+/// fun`), and `$blocking`. The body is core's future, built from `$inner` (a clone of the
+/// field `$field`) and the arguments, which it owns.
+macro_rules! twins {
+    ($ty:ident . $field:ident as $inner:ident { $(
+        $(#[doc = $doc:literal])*
+        fn $name:ident / $blocking:ident ($($arg:ident: $argty:ty),*) -> $ret:ty $body:block
+    )* }) => {
+        #[uniffi::export]
+        impl $ty { $(
+            $(#[doc = $doc])*
+            pub async fn $name(&self, $($arg: $argty),*) -> Result<$ret, crate::error::FfiError> {
+                let $inner = self.$field.clone();
+                crate::runtime::run(async move $body).await
+            }
+            $(#[doc = $doc])*
+            pub fn $blocking(&self, $($arg: $argty),*) -> Result<$ret, crate::error::FfiError> {
+                let $inner = self.$field.clone();
+                crate::runtime::block(async move $body)
+            }
+        )* }
+    };
 }

@@ -13,43 +13,54 @@ pub struct DurationParts {
 }
 
 impl DurationParts {
-    /// Negative durations in whole (floored) milliseconds, for core's error message.
-    fn negative_millis(self) -> i64 {
-        self.seconds
-            .saturating_mul(1000)
-            .saturating_add(i64::from(self.nanos / 1_000_000))
-            .min(-1)
-    }
-
-    fn to_std(self) -> Duration {
-        Duration::new(self.seconds as u64, self.nanos.min(999_999_999))
+    /// Core's check of a negative duration (in whole, floored milliseconds), or the duration.
+    fn checked(self, negative: fn(i64) -> delayq::Result<Duration>) -> delayq::Result<Duration> {
+        if self.seconds < 0 {
+            let ms = self
+                .seconds
+                .saturating_mul(1000)
+                .saturating_add(i64::from(self.nanos / 1_000_000));
+            return negative(ms.min(-1));
+        }
+        Ok(Duration::new(
+            self.seconds as u64,
+            self.nanos.min(999_999_999),
+        ))
     }
 
     /// A delay, checked by core: not negative, not overflowing.
     pub(crate) fn delay(self) -> delayq::Result<Duration> {
-        if self.seconds < 0 {
-            return delay_from_millis(self.negative_millis());
-        }
-        let d = self.to_std();
+        let d = self.checked(delay_from_millis)?;
         delay_to_millis(d)?;
         Ok(d)
     }
 
     /// A timeout, checked by core: not negative.
     pub(crate) fn timeout(self) -> delayq::Result<Duration> {
-        if self.seconds < 0 {
-            return timeout_from_millis(self.negative_millis());
-        }
-        Ok(self.to_std())
+        self.checked(timeout_from_millis)
     }
 }
 
-impl From<Duration> for DurationParts {
-    /// A stored duration going out (a queue setting); saturates past `i64::MAX` seconds.
-    fn from(d: Duration) -> Self {
-        DurationParts {
-            seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            nanos: d.subsec_nanos(),
-        }
+/// An optional delay or timeout, checked.
+pub(crate) fn delay(d: Option<DurationParts>) -> delayq::Result<Option<Duration>> {
+    d.map(DurationParts::delay).transpose()
+}
+
+pub(crate) fn timeout(d: Option<DurationParts>) -> delayq::Result<Option<Duration>> {
+    d.map(DurationParts::timeout).transpose()
+}
+
+/// A queue handle's transfer task: core's defaults but for what the caller named.
+pub(crate) fn scheduler(
+    enabled: bool,
+    reconcile: Option<DurationParts>,
+) -> delayq::Result<delayq::SchedulerOptions> {
+    let mut opts = delayq::SchedulerOptions {
+        enabled,
+        ..Default::default()
+    };
+    if let Some(r) = timeout(reconcile)? {
+        opts.reconcile_interval = r;
     }
+    Ok(opts)
 }

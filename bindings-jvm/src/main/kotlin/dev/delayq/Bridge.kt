@@ -1,65 +1,147 @@
 package dev.delayq
 
+import com.sun.jna.CallbackThreadInitializer
+import com.sun.jna.Native
+import dev.delayq.ffi.Completions
 import dev.delayq.ffi.DurationParts
-import dev.delayq.ffi.PendingCall
+import dev.delayq.ffi.setCompletions
+import dev.delayq.ffi.uniffiCallbackInterfaceCompletions
+import dev.delayq.ffi.uniffiRustFutureContinuationCallbackImpl
+import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CoroutineScope
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.SupervisorJob
 import kotlinx.coroutines.future.future
-import kotlinx.coroutines.launch
 import kotlinx.coroutines.suspendCancellableCoroutine
 import java.time.Duration
 import java.util.concurrent.CompletableFuture
-import kotlin.coroutines.resumeWithException
+import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.atomic.AtomicLong
+import kotlin.coroutines.resume
 
-/** Type conversions and the async bridge shared by the facade classes. */
-internal object Bridge {
-    /** Runs the `CompletableFuture` variants; cancelling a future cancels the call. */
+/** Core's hand-over of a take or receive (`TakeHandover`, ...), seen through its three calls. */
+internal class Handover<T>(val onReady: (Long) -> Unit, val claim: () -> T, val giveUp: () -> Unit) {
+    fun <R> map(f: (T) -> R) = Handover(onReady, { f(claim()) }, giveUp)
+}
+
+/**
+ * Type conversions and the async bridge shared by the facade classes.
+ *
+ * Calls that report through tokens (`offerThen`, the ready signal of a hand-over) complete
+ * here: the native `delayq-callbacks` thread hands over every completion queued meanwhile
+ * in one upcall ([completed]), and each completes its future or resumes its coroutine.
+ */
+internal object Bridge : Completions {
+    /** Runs the `CompletableFuture` variants of the other calls; cancelling a future cancels the call. */
     private val scope = CoroutineScope(SupervisorJob() + Dispatchers.Default)
+
+    private val tokens = AtomicLong()
+    private val waiting = ConcurrentHashMap<Long, (Long, DelayqException?) -> Unit>()
+
+    init {
+        // Native threads that call into the JVM attach once, as daemons (a JVM whose main
+        // returned exits without waiting for them), instead of attaching and detaching for
+        // each call.
+        val callbacks = CallbackThreadInitializer(true, false, "delayq-callbacks")
+        Native.setCallbackThreadInitializer(uniffiCallbackInterfaceCompletions.completed, callbacks)
+        Native.setCallbackThreadInitializer(uniffiCallbackInterfaceCompletions.failed, callbacks)
+        Native.setCallbackThreadInitializer(uniffiRustFutureContinuationCallbackImpl, CallbackThreadInitializer(true, false, "delayq-jvm"))
+        setCompletions(this)
+        Logs.install()
+    }
+
+    /** Sets up the completions and the log forwarding (once; at the first connect). */
+    fun start() = Unit
 
     fun <T> future(block: suspend () -> T): CompletableFuture<T> = scope.future { block() }
 
-    /**
-     * Awaits a native call that hands over something taken from Redis (a `take_then` or
-     * `receive_then`, which [start] begins with the two callbacks of its handler). Cancel-safe:
-     * cancelled before the result, the call is cancelled (the native side gives back what it
-     * had taken); cancelled while the result is being handed over, [giveBack] returns it.
-     */
-    suspend fun <T> handedOver(
-        giveBack: (T & Any) -> Unit,
-        start: (resume: (T) -> Unit, fail: (kind: String, message: String) -> Unit) -> PendingCall,
-    ): T =
-        suspendCancellableCoroutine { cont ->
-            val call = start(
-                { value -> cont.resume(value) { _, taken, _ -> taken?.let(giveBack) } },
-                { kind, message -> cont.resumeWithException(exceptionOf(kind, message)) },
-            )
-            cont.invokeOnCancellation { call.cancel() }
+    /** A token whose outcome goes to [done], on the `delayq-callbacks` thread. */
+    fun token(done: (value: Long, error: DelayqException?) -> Unit): Long {
+        val token = tokens.incrementAndGet()
+        waiting[token] = done
+        return token
+    }
+
+    fun forget(token: Long) {
+        waiting.remove(token)
+    }
+
+    override fun completed(pairs: List<Long>) {
+        for (i in pairs.indices step 2) {
+            val done = waiting.remove(pairs[i]) ?: continue
+            runCatching { done(pairs[i + 1], null) }
         }
+    }
+
+    override fun failed(token: Long, kind: String, message: String) {
+        waiting.remove(token)?.let { done -> runCatching { done(0, exceptionOf(kind, message)) } }
+    }
+
+    /** A future completed by the native call that [start] begins with its token. */
+    fun futureOf(start: (token: Long) -> Unit): CompletableFuture<Long> {
+        val f = CompletableFuture<Long>()
+        start(token { value, error -> if (error == null) f.complete(value) else f.completeExceptionally(error) })
+        return f
+    }
 
     /**
-     * [future] for a call that hands over something taken from Redis: if the future was
-     * cancelled after the call returned it (the two race), [giveBack] returns it to the queue.
+     * Awaits core's hand-over [h]: resumes when the outcome is ready, then claims it. Cancelled
+     * before the claim, it gives up (core stops the call, or gives back what it took).
      */
-    fun <T> futureGivingBack(giveBack: (T & Any) -> Unit, block: suspend () -> T): CompletableFuture<T> {
-        val result = CompletableFuture<T>()
-        val job = scope.launch {
+    suspend fun <T> await(h: Handover<T>): T {
+        var ticket = 0L
+        try {
+            suspendCancellableCoroutine<Unit> { cont ->
+                ticket = token { _, _ -> cont.resume(Unit) }
+                cont.invokeOnCancellation { h.giveUp() }
+                h.onReady(ticket)
+            }
+        } catch (e: CancellationException) {
+            forget(ticket)
+            h.giveUp()
+            throw e
+        }
+        return h.claim()
+    }
+
+    /** A `CompletableFuture` of the hand-over that [start] begins: cancelled before the claim, it gives up. */
+    fun <T> handedOver(start: () -> Handover<T>): CompletableFuture<T> =
+        try {
+            HandedOver(native(start))
+        } catch (e: DelayqException) {
+            CompletableFuture.failedFuture(e)
+        }
+
+    private class HandedOver<T>(private val h: Handover<T>) : CompletableFuture<T>() {
+        private val ticket = token { _, _ -> ready() }
+
+        init {
+            h.onReady(ticket)
+        }
+
+        @Synchronized
+        private fun ready() {
+            if (isDone) return h.giveUp() // cancelled or completed by the caller
             try {
-                val value = block()
-                if (!result.complete(value) && value != null) giveBack(value)
+                complete(h.claim())
             } catch (e: Throwable) {
-                result.completeExceptionally(e)
+                completeExceptionally(e)
             }
         }
-        result.whenComplete { _, _ -> if (result.isCancelled) job.cancel() }
-        return result
+
+        @Synchronized
+        override fun cancel(mayInterruptIfRunning: Boolean): Boolean {
+            val cancelled = super.cancel(mayInterruptIfRunning)
+            if (cancelled) {
+                forget(ticket)
+                h.giveUp()
+            }
+            return cancelled
+        }
     }
 
     /** A `java.time.Duration` as seconds and nanos; core checks sign and range. */
     fun parts(d: Duration): DurationParts = DurationParts(d.seconds, d.nano.toUInt())
-
-    /** A duration that came from core (a stored setting). */
-    fun duration(p: DurationParts): Duration = Duration.ofSeconds(p.seconds, p.nanos.toLong())
 
     fun utf8(s: String): ByteArray = s.toByteArray(Charsets.UTF_8)
 }

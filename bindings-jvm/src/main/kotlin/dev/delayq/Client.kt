@@ -19,16 +19,26 @@ import dev.delayq.ffi.Client as FfiClient
  */
 class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
     companion object {
+        private fun blocking(seeds: List<String>, options: ClientOptions): Client {
+            Bridge.start()
+            return native { Client(dev.delayq.ffi.connectBlocking(options.toFfi(seeds))) }.also { Logs.refreshLevel() }
+        }
+
+        private suspend fun suspending(seeds: List<String>, options: ClientOptions): Client {
+            Bridge.start()
+            return native { Client(dev.delayq.ffi.connect(options.toFfi(seeds))) }.also { Logs.refreshLevel() }
+        }
+
         /** Connects, blocking the calling thread. */
         @JvmStatic
-        fun connect(url: String): Client = native { Client(dev.delayq.ffi.connectBlocking(url)) }
+        fun connect(url: String): Client = blocking(listOf(url), ClientOptions())
 
         /** Connects without blocking. */
         @JvmStatic
         fun connectAsync(url: String): CompletableFuture<Client> = Bridge.future { connectSuspend(url) }
 
         /** Connects from a coroutine. */
-        suspend fun connectSuspend(url: String): Client = native { Client(dev.delayq.ffi.connect(url)) }
+        suspend fun connectSuspend(url: String): Client = suspending(listOf(url), ClientOptions())
 
         /**
          * Connects with [options] (TLS certificate files, the durability option, cluster mode),
@@ -50,8 +60,7 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
          * `options.cluster` false, to one server) with [options], blocking the calling thread.
          */
         @JvmStatic
-        fun connect(seeds: List<String>, options: ClientOptions): Client =
-            native { Client(dev.delayq.ffi.connectWithOptionsBlocking(options.toFfi(seeds))) }
+        fun connect(seeds: List<String>, options: ClientOptions): Client = blocking(seeds, options)
 
         /** [connect] with seeds and [options] without blocking. */
         @JvmStatic
@@ -59,12 +68,11 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
             Bridge.future { connectSuspend(seeds, options) }
 
         /** [connect] with seeds and [options] from a coroutine. */
-        suspend fun connectSuspend(seeds: List<String>, options: ClientOptions): Client =
-            native { Client(dev.delayq.ffi.connectWithOptions(options.toFfi(seeds))) }
+        suspend fun connectSuspend(seeds: List<String>, options: ClientOptions): Client = suspending(seeds, options)
 
         /** Connects to one server, or with [cluster] to the Redis Cluster that [url] is a node of, blocking. */
         @JvmStatic
-        fun connect(url: String, cluster: Boolean): Client = native { Client(dev.delayq.ffi.connectWithBlocking(listOf(url), cluster)) }
+        fun connect(url: String, cluster: Boolean): Client = blocking(listOf(url), ClientOptions(cluster = cluster))
 
         /** Connects to a Redis Cluster through the URLs of one or more of its nodes, blocking (same as [connectCluster]). */
         @JvmStatic
@@ -72,25 +80,25 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
 
         /** Connects to a Redis Cluster through one or more of its nodes' URLs, blocking the calling thread. */
         @JvmStatic
-        fun connectCluster(seeds: List<String>): Client = native { Client(dev.delayq.ffi.connectWithBlocking(seeds, true)) }
+        fun connectCluster(seeds: List<String>): Client = blocking(seeds, ClientOptions(cluster = true))
 
         /** [connectCluster] without blocking. */
         @JvmStatic
         fun connectClusterAsync(seeds: List<String>): CompletableFuture<Client> = Bridge.future { connectClusterSuspend(seeds) }
 
         /** [connectCluster] from a coroutine. */
-        suspend fun connectClusterSuspend(seeds: List<String>): Client = native { Client(dev.delayq.ffi.connectWith(seeds, true)) }
+        suspend fun connectClusterSuspend(seeds: List<String>): Client = suspending(seeds, ClientOptions(cluster = true))
     }
 
     /** The suspending API of this client, for coroutines. */
     val coroutines: Coroutines = Coroutines()
 
     /** A handle on the Redisson-compatible delayed queue [name], running its transfer task. */
-    fun delayedQueue(name: String): DelayedQueue = native { DelayedQueue(ffi.delayedQueue(name)) }
+    fun delayedQueue(name: String): DelayedQueue = delayedQueue(name, DelayedQueueOptions())
 
     /** A handle on the delayed queue [name] with [options] (for example without this process's transfer task). */
     fun delayedQueue(name: String, options: DelayedQueueOptions): DelayedQueue =
-        native { DelayedQueue(ffi.delayedQueueWith(name, options.scheduler, Bridge.parts(options.reconcileInterval))) }
+        native { DelayedQueue(ffi.delayedQueue(name, options.scheduler, options.reconcileInterval?.let(Bridge::parts))) }
 
     /**
      * A handle on the reliable queue [name]: at-least-once delivery with acknowledgement,

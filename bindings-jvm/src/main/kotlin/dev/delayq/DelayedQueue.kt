@@ -2,7 +2,7 @@ package dev.delayq
 
 import dev.delayq.ffi.DurationParts
 import dev.delayq.ffi.OfferEntry
-import dev.delayq.ffi.TakeHandler
+import kotlinx.coroutines.future.await
 import java.time.Duration
 import java.util.concurrent.CompletableFuture
 import dev.delayq.ffi.DelayedQueue as FfiDelayedQueue
@@ -13,15 +13,16 @@ data class DelayedStats(val delayed: Long, val ready: Long, val corrupt: Long)
 /**
  * Options of a delayed queue handle: whether this process runs the queue's transfer task
  * ([scheduler], default true: a handle that opts out relies on another process or
- * `delayq transfer`) and the longest pause between two of its passes ([reconcileInterval], default 1 s).
+ * `delayq transfer`) and the longest pause between two of its passes ([reconcileInterval]; null,
+ * the default: core's, 1 s).
  */
 data class DelayedQueueOptions @JvmOverloads constructor(
     val scheduler: Boolean = true,
-    val reconcileInterval: Duration = Duration.ofSeconds(1),
+    val reconcileInterval: Duration? = null,
 ) {
     fun withScheduler(value: Boolean) = copy(scheduler = value)
 
-    fun withReconcileInterval(value: Duration) = copy(reconcileInterval = value)
+    fun withReconcileInterval(value: Duration?) = copy(reconcileInterval = value)
 }
 
 /** One value for [DelayedQueue.offerAll] and its delay. */
@@ -84,9 +85,15 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
     /** Counts of waiting, ready and corrupt entries. */
     fun stats(): DelayedStats = native { stats(ffi.statsBlocking()) }
 
-    fun offerAsync(value: ByteArray, delay: Duration): CompletableFuture<Long> = Bridge.future { coroutines.offer(value, delay) }
+    /**
+     * [offer] without blocking. The future completes on delayq's callback thread: dependent
+     * stages without an executor (`thenApply`, ...) run there and must not block. Cancelling
+     * it does not take the offer back.
+     */
+    fun offerAsync(value: ByteArray, delay: Duration): CompletableFuture<Long> =
+        Bridge.futureOf { token -> ffi.offerThen(value, delay.seconds, delay.nano.toUInt(), token) }
 
-    fun offerAsync(value: String, delay: Duration): CompletableFuture<Long> = Bridge.future { coroutines.offer(value, delay) }
+    fun offerAsync(value: String, delay: Duration): CompletableFuture<Long> = offerAsync(Bridge.utf8(value), delay)
 
     fun offerAllAsync(entries: List<Offer>): CompletableFuture<List<Long>> = Bridge.future { coroutines.offerAll(entries) }
 
@@ -107,9 +114,15 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
     fun pollAsync(): CompletableFuture<ByteArray?> = Bridge.future { coroutines.poll() }
 
     /** [take] without blocking; cancelling the future cancels the wait and loses nothing (a value taken meanwhile goes back to the head). */
-    fun takeAsync(timeout: Duration): CompletableFuture<ByteArray?> = Bridge.futureGivingBack(ffi::giveBack) { coroutines.take(timeout) }
+    fun takeAsync(timeout: Duration): CompletableFuture<ByteArray?> = Bridge.handedOver { handOver(Bridge.parts(timeout)) }
 
-    fun takeAsync(): CompletableFuture<ByteArray> = Bridge.futureGivingBack(ffi::giveBack) { coroutines.take() }
+    fun takeAsync(): CompletableFuture<ByteArray> = Bridge.handedOver { handOver(null).map { it!! } }
+
+    /** Core's hand-over of a take: holds a value until claimed, gives it back to the head if nobody does. */
+    private fun handOver(timeout: DurationParts?): Handover<ByteArray?> {
+        val h = native { ffi.takeHandover(timeout) }
+        return Handover(h::onReady, { native { h.claim() } }, h::giveUp)
+    }
 
     fun statsAsync(): CompletableFuture<DelayedStats> = Bridge.future { coroutines.stats() }
 
@@ -118,7 +131,8 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
 
     /** The suspending calls of a [DelayedQueue]; cancelling a coroutine cancels its call. */
     inner class Coroutines internal constructor() {
-        suspend fun offer(value: ByteArray, delay: Duration): Long = native { ffi.offer(value, delay.seconds, delay.nano.toUInt()) }
+        /** [DelayedQueue.offer]; cancelling the coroutine does not take the offer back. */
+        suspend fun offer(value: ByteArray, delay: Duration): Long = offerAsync(value, delay).await()
 
         suspend fun offer(value: String, delay: Duration): Long = offer(Bridge.utf8(value), delay)
 
@@ -140,22 +154,10 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
 
         suspend fun poll(): ByteArray? = native { ffi.poll() }
 
-        suspend fun take(timeout: Duration): ByteArray? = take(Bridge.parts(timeout))
-
-        suspend fun take(): ByteArray = take(null)!!
-
         /** Cancel-safe: a value taken for a coroutine cancelled meanwhile goes back to the head. */
-        private suspend fun take(timeout: DurationParts?): ByteArray? =
-            Bridge.handedOver(ffi::giveBack) { resume, fail ->
-                ffi.takeThen(
-                    timeout,
-                    object : TakeHandler {
-                        override fun onValue(value: ByteArray?) = resume(value)
+        suspend fun take(timeout: Duration): ByteArray? = Bridge.await(handOver(Bridge.parts(timeout)))
 
-                        override fun onError(kind: String, message: String) = fail(kind, message)
-                    },
-                )
-            }
+        suspend fun take(): ByteArray = Bridge.await(handOver(null))!!
 
         suspend fun stats(): DelayedStats = native { stats(ffi.stats()) }
     }

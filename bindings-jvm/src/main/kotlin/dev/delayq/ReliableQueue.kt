@@ -2,13 +2,13 @@ package dev.delayq
 
 import dev.delayq.ffi.BackoffSpec
 import dev.delayq.ffi.DurationParts
-import dev.delayq.ffi.ReceiveHandler
-import dev.delayq.ffi.ReceiveManyHandler
 import dev.delayq.ffi.ReliableOfferEntry
 import dev.delayq.ffi.ReliableOptions
+import dev.delayq.ffi.defaultBackoff
 import kotlinx.coroutines.runBlocking
 import java.time.Duration
 import java.util.concurrent.CompletableFuture
+import dev.delayq.ffi.Backoff as FfiBackoff
 import dev.delayq.ffi.Delivery as FfiDelivery
 import dev.delayq.ffi.DeliveryHandler as FfiDeliveryHandler
 import dev.delayq.ffi.ReliableQueue as FfiReliableQueue
@@ -43,10 +43,13 @@ sealed class Backoff {
         }
 
     companion object {
-        /** Exponential with jitter from [base] up to [max] (defaults: 1 s up to 10 min). */
+        /** Exponential with jitter from [base] up to [max] (null: core's defaults, 1 s up to 10 min). */
         @JvmStatic
         @JvmOverloads
-        fun exponential(base: Duration = Duration.ofSeconds(1), max: Duration = Duration.ofMinutes(10)): Backoff = Exponential(base, max)
+        fun exponential(base: Duration? = null, max: Duration? = null): Backoff {
+            val default = of(defaultBackoff()) as Exponential
+            return Exponential(base ?: default.base, max ?: default.max)
+        }
 
         /** Explicit delays, such as 15 s, 3 min, 10 min, 30 min, 1 h; the last one repeats. */
         @JvmStatic
@@ -56,10 +59,10 @@ sealed class Backoff {
         @JvmStatic
         fun schedule(delays: List<Duration>): Backoff = Schedule(delays.toList())
 
-        internal fun of(spec: BackoffSpec): Backoff =
-            when (spec) {
-                is BackoffSpec.Exponential -> Exponential(Bridge.duration(spec.base), Bridge.duration(spec.max))
-                is BackoffSpec.Schedule -> Schedule(spec.delays.map(Bridge::duration))
+        internal fun of(stored: FfiBackoff): Backoff =
+            when (stored) {
+                is FfiBackoff.Exponential -> Exponential(stored.base, stored.max)
+                is FfiBackoff.Schedule -> Schedule(stored.v1)
             }
     }
 }
@@ -100,8 +103,8 @@ data class ReliableQueueOptions @JvmOverloads constructor(
     val updateSettings: Boolean = false,
     /** Whether this process moves the queue's due messages (default true). */
     val scheduler: Boolean = true,
-    /** Longest pause between two passes of this process's transfer task (default 1 s). */
-    val reconcileInterval: Duration = Duration.ofSeconds(1),
+    /** Longest pause between two passes of this process's transfer task (null, the default: core's, 1 s). */
+    val reconcileInterval: Duration? = null,
 ) {
     fun withVisibilityTimeout(value: Duration?) = copy(visibilityTimeout = value)
 
@@ -119,7 +122,7 @@ data class ReliableQueueOptions @JvmOverloads constructor(
 
     fun withScheduler(value: Boolean) = copy(scheduler = value)
 
-    fun withReconcileInterval(value: Duration) = copy(reconcileInterval = value)
+    fun withReconcileInterval(value: Duration?) = copy(reconcileInterval = value)
 
     internal fun toFfi(): ReliableOptions {
         // Core checks the ranges; a negative count must not wrap to a huge unsigned one first.
@@ -134,7 +137,7 @@ data class ReliableQueueOptions @JvmOverloads constructor(
             idempotencyRetention?.let(Bridge::parts),
             updateSettings,
             scheduler,
-            Bridge.parts(reconcileInterval),
+            reconcileInterval?.let(Bridge::parts),
         )
     }
 }
@@ -234,9 +237,6 @@ class Delivery internal constructor(internal val ffi: FfiDelivery) {
 
     override fun toString() = "Delivery(id=$id, attempt=$attempt, dueAt=$dueAt, deadline=$deadline, payload=${payload.size} bytes)"
 
-    /** Gives the message back untouched, in the background (a delivery that could not be handed over). */
-    internal fun release() = ffi.release()
-
     /** The suspending calls of a [Delivery]. */
     inner class Coroutines internal constructor() {
         suspend fun extend(duration: Duration): Boolean = native { ffi.extend(Bridge.parts(duration)) }
@@ -322,8 +322,10 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     fun stats(): ReliableStats = native { stats(ffi.statsBlocking()) }
 
     /** Up to [limit] messages from the dead letters, in no particular order. */
-    @JvmOverloads
-    fun deadLetters(limit: Int = 100): List<DeadLetter> = native { ffi.deadLettersBlocking(limit(limit)).map(::deadLetter) }
+    fun deadLetters(limit: Int): List<DeadLetter> = native { ffi.deadLettersBlocking(limit(limit)).map(::deadLetter) }
+
+    /** Up to core's default number (100) of messages from the dead letters. */
+    fun deadLetters(): List<DeadLetter> = native { ffi.deadLettersBlocking(null).map(::deadLetter) }
 
     /** Makes the dead letters with these [ids] ready again, attempts reset; returns how many. */
     fun requeueDead(ids: List<String>): Long = native { ffi.requeueDeadBlocking(ids).toLong() }
@@ -379,15 +381,26 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     fun rescheduleAsync(id: String, delay: Duration): CompletableFuture<Boolean> = Bridge.future { coroutines.reschedule(id, delay) }
 
     /** [receive] without blocking; cancelling the future cancels the wait and loses nothing (a message received meanwhile goes back untouched). */
-    fun receiveAsync(timeout: Duration): CompletableFuture<Delivery?> = Bridge.futureGivingBack(Delivery::release) { coroutines.receive(timeout) }
+    fun receiveAsync(timeout: Duration): CompletableFuture<Delivery?> = Bridge.handedOver { receiving(Bridge.parts(timeout)) }
 
-    fun receiveAsync(): CompletableFuture<Delivery> = Bridge.futureGivingBack(Delivery::release) { coroutines.receive() }
+    fun receiveAsync(): CompletableFuture<Delivery> = Bridge.handedOver { receiving(null).map { it!! } }
 
     /** [receiveMany] without blocking; cancelling the future loses nothing (what was received meanwhile goes back untouched). */
     fun receiveManyAsync(n: Int, timeout: Duration): CompletableFuture<List<Delivery>> =
-        Bridge.futureGivingBack(::releaseAll) { coroutines.receiveMany(n, timeout) }
+        Bridge.handedOver { receivingMany(n, Bridge.parts(timeout)) }
 
-    fun receiveManyAsync(n: Int): CompletableFuture<List<Delivery>> = Bridge.futureGivingBack(::releaseAll) { coroutines.receiveMany(n) }
+    fun receiveManyAsync(n: Int): CompletableFuture<List<Delivery>> = Bridge.handedOver { receivingMany(n, null) }
+
+    /** Core's hand-over of a receive: holds a delivery until claimed, gives it back untouched if nobody does. */
+    private fun receiving(timeout: DurationParts?): Handover<Delivery?> {
+        val h = native { ffi.receiveHandover(timeout) }
+        return Handover(h::onReady, { native { h.claim() }?.let(::Delivery) }, h::giveUp)
+    }
+
+    private fun receivingMany(n: Int, timeout: DurationParts?): Handover<List<Delivery>> {
+        val h = native { ffi.receiveManyHandover(count(n), timeout) }
+        return Handover(h::onReady, { native { h.claim() }.map(::Delivery) }, h::giveUp)
+    }
 
     fun ackManyAsync(deliveries: List<Delivery>): CompletableFuture<List<Boolean>> = Bridge.future { coroutines.ackMany(deliveries) }
 
@@ -395,8 +408,9 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
     fun statsAsync(): CompletableFuture<ReliableStats> = Bridge.future { coroutines.stats() }
 
-    @JvmOverloads
-    fun deadLettersAsync(limit: Int = 100): CompletableFuture<List<DeadLetter>> = Bridge.future { coroutines.deadLetters(limit) }
+    fun deadLettersAsync(limit: Int): CompletableFuture<List<DeadLetter>> = Bridge.future { coroutines.deadLetters(limit) }
+
+    fun deadLettersAsync(): CompletableFuture<List<DeadLetter>> = Bridge.future { coroutines.deadLetters() }
 
     fun requeueDeadAsync(ids: List<String>): CompletableFuture<Long> = Bridge.future { coroutines.requeueDead(ids) }
 
@@ -443,42 +457,15 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
         suspend fun reschedule(id: String, delay: Duration): Boolean = native { ffi.reschedule(id, Bridge.parts(delay)) }
 
-        suspend fun receive(timeout: Duration): Delivery? = receive(Bridge.parts(timeout))
-
-        suspend fun receive(): Delivery = receive(null)!!
-
         /** Cancel-safe: a delivery received for a coroutine cancelled meanwhile goes back untouched. */
-        private suspend fun receive(timeout: DurationParts?): Delivery? =
-            Bridge.handedOver(Delivery::release) { resume, fail ->
-                ffi.receiveThen(
-                    timeout,
-                    object : ReceiveHandler {
-                        override fun onDelivery(delivery: FfiDelivery?) = resume(delivery?.let(::Delivery))
+        suspend fun receive(timeout: Duration): Delivery? = Bridge.await(receiving(Bridge.parts(timeout)))
 
-                        override fun onError(kind: String, message: String) = fail(kind, message)
-                    },
-                )
-            }
-
-        suspend fun receiveMany(n: Int, timeout: Duration): List<Delivery> = receiveMany(n, Bridge.parts(timeout))
-
-        suspend fun receiveMany(n: Int): List<Delivery> = receiveMany(n, null)
+        suspend fun receive(): Delivery = Bridge.await(receiving(null))!!
 
         /** Cancel-safe: deliveries received for a coroutine cancelled meanwhile go back untouched. */
-        private suspend fun receiveMany(n: Int, timeout: DurationParts?): List<Delivery> {
-            val count = count(n)
-            return Bridge.handedOver(::releaseAll) { resume, fail ->
-                ffi.receiveManyThen(
-                    count,
-                    timeout,
-                    object : ReceiveManyHandler {
-                        override fun onDeliveries(deliveries: List<FfiDelivery>) = resume(deliveries.map(::Delivery))
+        suspend fun receiveMany(n: Int, timeout: Duration): List<Delivery> = Bridge.await(receivingMany(n, Bridge.parts(timeout)))
 
-                        override fun onError(kind: String, message: String) = fail(kind, message)
-                    },
-                )
-            }
-        }
+        suspend fun receiveMany(n: Int): List<Delivery> = Bridge.await(receivingMany(n, null))
 
         suspend fun ackMany(deliveries: List<Delivery>): List<Boolean> = native { ffi.ackMany(deliveries.map { it.ffi }) }
 
@@ -489,7 +476,9 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
         suspend fun stats(): ReliableStats = native { stats(ffi.stats()) }
 
-        suspend fun deadLetters(limit: Int = 100): List<DeadLetter> = native { ffi.deadLetters(limit(limit)).map(::deadLetter) }
+        suspend fun deadLetters(limit: Int): List<DeadLetter> = native { ffi.deadLetters(limit(limit)).map(::deadLetter) }
+
+        suspend fun deadLetters(): List<DeadLetter> = native { ffi.deadLetters(null).map(::deadLetter) }
 
         suspend fun requeueDead(ids: List<String>): Long = native { ffi.requeueDead(ids).toLong() }
 
@@ -515,16 +504,7 @@ private fun entry(o: ReliableOffer) = ReliableOfferEntry(o.payload, Bridge.parts
 private fun outcome(o: dev.delayq.ffi.OfferOutcome) = OfferOutcome(o.id, o.created)
 
 private fun settings(s: dev.delayq.ffi.ReliableSettings) =
-    ReliableSettings(
-        Bridge.duration(s.visibilityTimeout),
-        s.maxAttempts.toInt(),
-        Backoff.of(s.backoff),
-        s.shards.toInt(),
-        s.deadLetterRetention?.let(Bridge::duration),
-        s.idempotencyRetention?.let(Bridge::duration),
-    )
-
-private fun releaseAll(deliveries: List<Delivery>) = deliveries.forEach(Delivery::release)
+    ReliableSettings(s.visibilityTimeout, s.maxAttempts.toInt(), Backoff.of(s.backoff), s.shards.toInt(), s.deadLetterRetention, s.idempotencyRetention)
 
 /** Core checks the range (1 to 1000); a negative count must not wrap to a huge unsigned one first. */
 private fun count(n: Int): UInt {
