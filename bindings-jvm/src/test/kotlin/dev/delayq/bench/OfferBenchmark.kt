@@ -6,18 +6,24 @@ import org.redisson.Redisson
 import org.redisson.client.codec.StringCodec
 import org.redisson.config.Config
 import java.time.Duration
+import java.util.concurrent.CompletionStage
 import java.util.concurrent.CountDownLatch
+import java.util.concurrent.Semaphore
 import java.util.concurrent.TimeUnit
 import java.util.concurrent.atomic.AtomicBoolean
 import java.util.concurrent.atomic.LongAdder
 import kotlin.concurrent.thread
 
 /**
- * Offers per second through the jar beside Redisson's own `RDelayedQueue.offer`, on the
- * same Redis, with the same threads, in the same run. Not a test: it prints figures.
+ * Offers per second through the jar beside Redisson's own `RDelayedQueue`, on the same
+ * Redis, in the same run. Not a test: it prints figures. Two ways, each beside Redisson's:
+ * `blocking` (`offer` from [threads] threads, beside Redisson's `offer`) and `async`
+ * (`offerAsync` from one thread with [inflight] `CompletableFuture`s in flight, a permit
+ * released as each completes, beside Redisson's `offerAsync`).
  *
  *   mvn -f bindings-jvm/pom.xml test-compile exec:java \
- *       [-Dbench.threads=16] [-Dbench.seconds=5] [-Dbench.url=redis://127.0.0.1:PORT]
+ *       [-Dbench.mode=both|blocking|async] [-Dbench.threads=16] [-Dbench.inflight=64] \
+ *       [-Dbench.seconds=5] [-Dbench.rounds=2] [-Dbench.url=redis://127.0.0.1:PORT]
  *
  * Without bench.url it starts its own redis-server on a free port.
  */
@@ -25,6 +31,8 @@ object OfferBenchmark {
     private val threads = Integer.getInteger("bench.threads", 16)
     private val seconds = Integer.getInteger("bench.seconds", 5)
     private val rounds = Integer.getInteger("bench.rounds", 2)
+    private val inflight = Integer.getInteger("bench.inflight", 64)
+    private val mode = System.getProperty("bench.mode", "both")
 
     /** Runs [offer] from [threads] threads for [secs] seconds; returns offers per second. */
     private fun measure(secs: Int, offer: (String) -> Unit): Double {
@@ -49,6 +57,26 @@ object OfferBenchmark {
         return count.sum() / ((System.nanoTime() - t0) / 1e9)
     }
 
+    /** Offers from one thread for [secs] seconds, [inflight] at a time; returns offers per second. */
+    private fun measureAsync(secs: Int, offer: (String) -> CompletionStage<*>): Double {
+        val permits = Semaphore(inflight)
+        val count = LongAdder()
+        val failed = LongAdder()
+        val t0 = System.nanoTime()
+        val end = t0 + secs * 1_000_000_000L
+        var i = 0L
+        while (System.nanoTime() < end) {
+            permits.acquire()
+            offer("value-async-${i++}").whenComplete { _, e ->
+                if (e == null) count.increment() else failed.increment()
+                permits.release()
+            }
+        }
+        permits.acquire(inflight)
+        check(failed.sum() == 0L) { "${failed.sum()} offers failed" }
+        return count.sum() / ((System.nanoTime() - t0) / 1e9)
+    }
+
     @JvmStatic
     fun main(args: Array<String>) {
         val own = if (System.getProperty("bench.url") == null) RedisServer() else null
@@ -63,7 +91,7 @@ object OfferBenchmark {
     }
 
     private fun run(url: String, own: RedisServer?) {
-        println("offer benchmark: $threads threads, ${seconds}s per run, $rounds rounds, delay 1 h, on $url")
+        println("offer benchmark: ${seconds}s per run, $rounds rounds, delay 1 h, on $url, ${Runtime.getRuntime().availableProcessors()} cores")
         val client = Client.connect(url)
         val config = Config().apply { useSingleServer().setAddress(url) }
         val redisson = Redisson.create(config)
@@ -76,24 +104,31 @@ object OfferBenchmark {
             delayq.clear()
             rdq.clear()
         }
-        // warm-up: JIT, connections, script caches
-        measure(1) { delayq.offer(it, hour) }
-        measure(1) { rdq.offer(it, 1, TimeUnit.HOURS) }
-        clear()
 
-        var best = doubleArrayOf(0.0, 0.0)
-        repeat(rounds) { r ->
-            val d = measure(seconds) { delayq.offer(it, hour) }
+        fun compare(what: String, ours: (Int) -> Double, theirs: (Int) -> Double) {
+            // warm-up: JIT, connections, script caches
+            ours(1)
+            theirs(1)
             clear()
-            val j = measure(seconds) { rdq.offer(it, 1, TimeUnit.HOURS) }
-            clear()
-            println("round ${r + 1}: delayq jar ${"%.0f".format(d)} offers/s, Redisson ${"%.0f".format(j)} offers/s, ratio ${"%.2f".format(d / j)}")
-            best = doubleArrayOf(maxOf(best[0], d), maxOf(best[1], j))
+            var best = doubleArrayOf(0.0, 0.0)
+            repeat(rounds) { r ->
+                val d = ours(seconds)
+                clear()
+                val j = theirs(seconds)
+                clear()
+                println("$what round ${r + 1}: delayq ${"%.0f".format(d)} offers/s, Redisson ${"%.0f".format(j)} offers/s, ratio ${"%.2f".format(d / j)}")
+                best = doubleArrayOf(maxOf(best[0], d), maxOf(best[1], j))
+            }
+            println("$what best: delayq ${"%.0f".format(best[0])} offers/s, Redisson ${"%.0f".format(best[1])} offers/s, ratio delayq / Redisson ${"%.2f".format(best[0] / best[1])}x")
         }
-        println()
-        println("delayq (jar, blocking offer):       ${"%.0f".format(best[0])} offers/s")
-        println("Redisson RDelayedQueue.offer:        ${"%.0f".format(best[1])} offers/s")
-        println("ratio delayq / Redisson:             ${"%.2f".format(best[0] / best[1])}x")
+        if (mode == "both" || mode == "blocking") {
+            println("blocking: offer from $threads threads, beside RDelayedQueue.offer")
+            compare("blocking", { s -> measure(s) { delayq.offer(it, hour) } }, { s -> measure(s) { rdq.offer(it, 1, TimeUnit.HOURS) } })
+        }
+        if (mode == "both" || mode == "async") {
+            println("async: offerAsync from one thread, $inflight CompletableFutures in flight, beside RDelayedQueue.offerAsync")
+            compare("async", { s -> measureAsync(s) { delayq.offerAsync(it, hour) } }, { s -> measureAsync(s) { rdq.offerAsync(it, 1, TimeUnit.HOURS) } })
+        }
         own?.let { println("redis-server: port ${it.port}") }
         delayq.close()
         rdq.destroy()
