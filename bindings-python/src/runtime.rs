@@ -14,8 +14,9 @@ use std::future::Future;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::pin::Pin;
-use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
 
 use delayq::handover::{Claim, Handover, Taken, TakenValue};
 use pyo3::exceptions::{PyBaseException, PyRuntimeError, PyStopIteration};
@@ -154,12 +155,36 @@ fn wait<T: Send>(
     loop {
         let step = detach(
             py,
-            || runtime().block_on(async { tokio::time::timeout(SLICE, fut.as_mut()).await }),
+            || poll_for(fut.as_mut()),
             |_| on_exit.take().map_or((), |f| f()),
         );
         match step {
-            Ok(outcome) => return outcome.map_err(to_py),
-            Err(_) => py.check_signals()?,
+            Some(outcome) => return outcome.map_err(to_py),
+            None => py.check_signals()?,
+        }
+    }
+}
+
+/// Polls `fut` on this thread until it is ready, for up to [`SLICE`]. Not the runtime's
+/// `block_on` with a timer: registering a timer earlier than the runtime's next one wakes
+/// a runtime thread, once per call.
+fn poll_for<F: Future>(mut fut: Pin<&mut F>) -> Option<F::Output> {
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let _context = runtime().enter();
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let until = Instant::now() + SLICE;
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+            return Some(out);
+        }
+        match until.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => std::thread::park_timeout(left),
+            _ => return None,
         }
     }
 }
