@@ -26,7 +26,7 @@ pub use settings::ReliableSettings;
 
 use crate::client::Client;
 use crate::delay::{check_value, delay_to_millis};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::handle::Handle;
 use crate::keys::{id_shard_basis, shard_for, ReliableKeys};
 use crate::scheduler::{Job, SchedulerGuard, SchedulerOptions, TransferOutcome};
@@ -404,7 +404,9 @@ struct QueueInner {
     bell: OnceLock<tokio::sync::watch::Receiver<u64>>,
     /// Shards whose last read failed, left out of receives until the given time, so that a
     /// master that is down (a failover) does not hold up the shards of the others.
-    resting: Mutex<HashMap<u32, tokio::time::Instant>>,
+    /// The value: until when, and the rest after the next failure (doubling up to
+    /// [`SHARD_REST_MAX`] while the shard keeps failing).
+    resting: Mutex<HashMap<u32, (tokio::time::Instant, Duration)>>,
 }
 
 impl std::fmt::Debug for ReliableQueue {
@@ -793,6 +795,35 @@ impl ReliableQueue {
             Some(keys) => keys[shard as usize % keys.len()].clone(),
             None => self.inner.keys.clone(),
         }
+    }
+
+    /// Whether shard `shard` is left out of receives for now (its last read failed).
+    fn shard_rests(&self, shard: u32) -> bool {
+        let resting = self.inner.resting.lock().expect("resting lock");
+        resting
+            .get(&shard)
+            .is_some_and(|(until, _)| *until > tokio::time::Instant::now())
+    }
+
+    fn shard_answered(&self, shard: u32) {
+        self.inner
+            .resting
+            .lock()
+            .expect("resting lock")
+            .remove(&shard);
+    }
+
+    /// Leaves a shard whose read failed out of receives for a while, longer each time.
+    fn shard_failed(&self, shard: u32) {
+        let mut resting = self.inner.resting.lock().expect("resting lock");
+        let rest = resting.get(&shard).map_or(SHARD_REST, |(_, r)| *r);
+        resting.insert(
+            shard,
+            (
+                tokio::time::Instant::now() + rest,
+                (rest * 2).min(SHARD_REST_MAX),
+            ),
+        );
     }
 
     /// The shards in the order to look for message `id` in: its own shard first.
@@ -1453,8 +1484,14 @@ async fn read_group(
 /// moved messages; the subscriber resubscribes after a disconnect).
 const SWEEP_INTERVAL: Duration = Duration::from_millis(500);
 
-/// How long a shard whose read failed is left out of receives.
+/// How long a shard whose read failed is first left out of receives; the rest doubles
+/// while the shard keeps failing, up to [`SHARD_REST_MAX`].
 const SHARD_REST: Duration = Duration::from_millis(500);
+const SHARD_REST_MAX: Duration = Duration::from_secs(4);
+
+/// The longest a sweep waits for one shard's (non-blocking) read: a master that is down
+/// must not hold up the others' shards for the client's whole response timeout.
+const SHARD_READ_LIMIT: Duration = Duration::from_secs(1);
 
 /// A receive on a sharded queue, for at most `wait`: looks at the shards in turn, from
 /// the one after where the previous receive started (so that no shard is starved), taking
@@ -1472,36 +1509,21 @@ async fn sweep_shards(
 ) -> Result<Option<Vec<Delivery>>> {
     let until = tokio::time::Instant::now() + wait;
     let shards = queue.shard_count();
-    let limit = queue
-        .inner
-        .handle
-        .client
-        .inner
-        .conn
-        .options()
-        .response_timeout;
+    let options = queue.inner.handle.client.inner.conn.options();
+    let limit = options.response_timeout.min(SHARD_READ_LIMIT);
     loop {
         bell.borrow_and_update();
         let first = queue.inner.rotation.fetch_add(1, Ordering::Relaxed) as u32 % shards;
         let mut got: Vec<Delivery> = Vec::new();
         let mut failed: Option<Error> = None;
-        let mut tried = 0;
         for i in 0..shards {
             if got.len() >= n {
                 break;
             }
             let shard = (first + i) % shards;
-            let rests = queue
-                .inner
-                .resting
-                .lock()
-                .expect("resting lock")
-                .get(&shard)
-                .copied();
-            if rests.is_some_and(|t| t > tokio::time::Instant::now()) {
+            if queue.shard_rests(shard) {
                 continue;
             }
-            tried += 1;
             let want = n - got.len();
             let read = async {
                 let mut reply = read_group(conn, queue, shard, want, None).await;
@@ -1523,35 +1545,14 @@ async fn sweep_shards(
                 )))
             });
             match reply {
-                Ok(Some(deliveries)) => {
-                    queue
-                        .inner
-                        .resting
-                        .lock()
-                        .expect("resting lock")
-                        .remove(&shard);
-                    got.extend(deliveries);
+                Ok(deliveries) => {
+                    queue.shard_answered(shard);
+                    got.extend(deliveries.unwrap_or_default());
                 }
-                Ok(None) => {
-                    queue
-                        .inner
-                        .resting
-                        .lock()
-                        .expect("resting lock")
-                        .remove(&shard);
-                }
-                Err(e)
-                    if e.kind() == crate::error::ErrorKind::Connection
-                        || e.kind() == crate::error::ErrorKind::Timeout =>
-                {
+                Err(e) if matches!(e.kind(), ErrorKind::Connection | ErrorKind::Timeout) => {
                     // The other shards go on; this one rests a moment.
                     tracing::debug!(queue = %queue.name(), shard, error = %e, "a shard could not be read; the others go on");
-                    queue
-                        .inner
-                        .resting
-                        .lock()
-                        .expect("resting lock")
-                        .insert(shard, tokio::time::Instant::now() + SHARD_REST);
+                    queue.shard_failed(shard);
                     failed.get_or_insert(e);
                 }
                 Err(e) if got.is_empty() => return Err(e),
@@ -1562,8 +1563,7 @@ async fn sweep_shards(
             return Ok(Some(got));
         }
         if let Some(e) = failed {
-            if tried > 0 && queue.inner.resting.lock().expect("resting lock").len() as u32 >= shards
-            {
+            if (0..shards).all(|s| queue.shard_rests(s)) {
                 // Every shard failed: the caller retries on a fresh connection.
                 return Err(e);
             }
