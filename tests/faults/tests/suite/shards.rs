@@ -142,15 +142,16 @@ async fn ten_thousand_messages_over_eight_shards_spread_over_three_masters() {
         }
     }
     let offered_in = started.elapsed();
+    // Generous: a loaded two-core machine running a debug build consumed 550 messages/s.
     let delivered = wait_for(
-        Duration::from_secs(60),
+        Duration::from_secs(120),
         Duration::from_millis(50),
         || async { tally.all_delivered() },
     )
     .await;
     checks.check(
         delivered.is_some(),
-        "not every message was delivered within 60 s",
+        "not every message was delivered within 120 s",
     );
     // Every ack landed: nothing ready or in flight is left.
     let drained = wait_for(
