@@ -1540,24 +1540,24 @@ async fn shards(_client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
         );
         for (addr, served, c, u, cpu_m) in &run.masters {
             println!(
-                "  master {addr}: {served} shard(s), {:.1} % of commands, {:.1} % of command time, {:.1} % of CPU; {:.1} µs of command time per message",
+                "  master {addr}: {served} shard(s), {:.1} % of commands, {:.1} % of command time, {:.1} % of CPU; {:.1} µs of CPU per message",
                 100.0 * *c as f64 / calls.max(1) as f64,
                 100.0 * *u as f64 / usec.max(1) as f64,
                 100.0 * cpu_m / cpu.max(1e-9),
-                *u as f64 / n as f64
+                cpu_m * 1e6 / n as f64
             );
-            let per_msg = *u as f64 / n as f64;
+            let per_msg = cpu_m * 1e6 / n as f64;
             if per_msg > *busiest {
                 *busiest = per_msg;
             }
         }
     }
     println!(
-        "estimate with each master on a machine of its own: Redis-bound ceiling {:.0} msg/s for one node ({busiest_single:.1} µs per message), {:.0} msg/s for the cluster (its busiest master: {busiest_cluster:.1} µs per message), {:.2}x",
+        "estimate with each master on a machine of its own (a Redis main thread bounded by one core): ceiling {:.0} msg/s for one node ({busiest_single:.1} µs of CPU per message), {:.0} msg/s for the cluster (its busiest master: {busiest_cluster:.1} µs per message), {:.2}x",
         1e6 / busiest_single.max(1e-9),
         1e6 / busiest_cluster.max(1e-9),
         busiest_single / busiest_cluster.max(1e-9)
     );
-    println!("limit: on one machine every master shares its cores, so the cluster's absolute rates here are no faster than one node's");
+    println!("limit: on one machine every master shares its cores, so the cluster's absolute rates here are no faster than one node's; command time (commandstats usec) is wall time inside commands and grows when servers wait for a core, CPU (INFO cpu, main thread) does not");
     Ok(())
 }
