@@ -7,6 +7,11 @@
 //! into finer ones as they come near), promoted to a small sorted set shortly before they
 //! come due, and made ready as entries of a Redis stream read by a consumer group, whose
 //! pending-entries list tracks what is in flight.
+//!
+//! A queue with `shards = S > 1` is S such queues, each under a hash tag of its own so that
+//! a cluster spreads them over its masters (`docs/cluster.md`): a message lives in the shard
+//! of its shard key or id ([`crate::keys::shard_for`]), receives sweep the shards in turn and
+//! wait on the queue's bell channel, and counts and dead letters add the shards up.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
