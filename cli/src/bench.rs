@@ -42,6 +42,13 @@ pub struct BenchArgs {
     /// Offers per second in the reliable-consume lateness benchmark.
     #[arg(long, default_value_t = 1000)]
     consume_rate: u64,
+    /// The `shards` benchmark: comma-separated seed URLs of a Redis Cluster, run beside the
+    /// single server of `--url` (scripts/bench.sh shards starts both).
+    #[arg(long)]
+    cluster_seeds: Option<String>,
+    /// Shards of the queue on the cluster in the `shards` benchmark.
+    #[arg(long, default_value_t = 8)]
+    shards: u32,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -54,6 +61,8 @@ enum Which {
     Memory,
     Reliable,
     ReliableConsume,
+    /// One node with S=1 beside a cluster with S shards (needs --cluster-seeds).
+    Shards,
 }
 
 pub async fn run(url: &str, args: BenchArgs) -> Result<()> {
@@ -79,6 +88,9 @@ pub async fn run(url: &str, args: BenchArgs) -> Result<()> {
     }
     if w == Which::All || w == Which::ReliableConsume {
         reliable_consume(&client, url, &args).await?;
+    }
+    if w == Which::Shards {
+        shards(&client, url, &args).await?;
     }
     client.close();
     Ok(())
@@ -1323,5 +1335,229 @@ async fn reliable_consume(client: &Client, url: &str, args: &BenchArgs) -> Resul
     for rq in [&q, &lq] {
         delete_reliable(&mut conn, rq).await?;
     }
+    Ok(())
+}
+
+/// What one run of the `shards` benchmark measured on one deployment.
+struct ShardRun {
+    offer_rate: f64,
+    consume_rate: f64,
+    /// Per master: (address, shards it serves, commands, µs of command time, CPU s).
+    masters: Vec<(String, usize, u64, u64, f64)>,
+}
+
+/// The masters of a cluster (from `CLUSTER NODES` on a seed), or the one server.
+async fn masters_of(url: &str, cluster: bool) -> Result<Vec<(String, Vec<(u16, u16)>)>> {
+    if !cluster {
+        return Ok(vec![(url.to_owned(), vec![(0, 16383)])]);
+    }
+    let mut conn = raw(url).await?;
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(&mut conn)
+        .await?;
+    let mut out = Vec::new();
+    for line in nodes.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 8 || !f[2].contains("master") || f[2].contains("fail") {
+            continue;
+        }
+        let addr = f[1].split('@').next().unwrap_or(f[1]);
+        let slots = f[8..]
+            .iter()
+            .filter(|r| !r.starts_with('['))
+            .filter_map(|r| {
+                let (a, b) = r.split_once('-').unwrap_or((r, r));
+                Some((a.parse().ok()?, b.parse().ok()?))
+            })
+            .collect();
+        out.push((format!("redis://{addr}"), slots));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Commands and µs of command time (INFO commandstats) and CPU seconds (INFO cpu) of a
+/// server so far.
+async fn command_totals(conn: &mut redis::aio::MultiplexedConnection) -> Result<(u64, u64, f64)> {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await?;
+    let (mut calls, mut usec) = (0, 0);
+    for line in stats.lines().filter(|l| l.starts_with("cmdstat_")) {
+        for field in line.split(':').nth(1).unwrap_or("").split(',') {
+            match field.split_once('=') {
+                Some(("calls", v)) => calls += v.parse::<u64>().unwrap_or(0),
+                Some(("usec", v)) => usec += v.parse::<u64>().unwrap_or(0),
+                _ => {}
+            }
+        }
+    }
+    Ok((calls, usec, main_thread_cpu(conn).await?))
+}
+
+/// offer_all (due now) + consume(empty handler, concurrency) until every ack landed, on a
+/// queue of `shards` shards; each master's share of commands, command time and CPU.
+async fn shard_run(url: &str, cluster: bool, shards: u32, args: &BenchArgs) -> Result<ShardRun> {
+    let n = args.consume_messages;
+    let opts = if cluster {
+        delayq::ClientOptions::cluster(url.split(','))
+    } else {
+        delayq::ClientOptions::new(url)
+    };
+    let seed = url.split(',').next().unwrap_or(url);
+    let masters = masters_of(seed, cluster).await?;
+    let mut conns = Vec::new();
+    for (addr, _) in &masters {
+        let mut c = raw(addr).await?;
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut c)
+            .await?;
+        conns.push(c);
+    }
+    let mut before = Vec::new();
+    for c in &mut conns {
+        before.push(command_totals(c).await?);
+    }
+    let client = Client::connect_with(opts).await?;
+    let name = fresh_name("shards");
+    let q = client.reliable_queue(
+        &name,
+        delayq::ReliableQueueOptions {
+            shards: Some(shards),
+            ..Default::default()
+        },
+    )?;
+    let value = payload(args.value_size);
+    let start = Instant::now();
+    let batch: Vec<_> = (0..n).map(|_| (&value, Duration::ZERO, None)).collect();
+    for chunk in batch.chunks(5000) {
+        q.offer_all(chunk.iter().cloned()).await?;
+    }
+    let offer_rate = n as f64 / start.elapsed().as_secs_f64();
+    let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let first = Arc::new(std::sync::OnceLock::<Instant>::new());
+    let consumer = {
+        let (q, done, first) = (q.clone(), done.clone(), first.clone());
+        let conc = args.concurrency as usize;
+        tokio::spawn(async move {
+            q.consume(
+                move |_d| {
+                    first.get_or_init(Instant::now);
+                    done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    async { Ok::<(), String>(()) }
+                },
+                conc,
+            )
+            .await
+        })
+    };
+    let limit = Instant::now() + Duration::from_secs(300);
+    loop {
+        let st = q.stats().await?;
+        let handled = done.load(std::sync::atomic::Ordering::Relaxed);
+        if (handled >= n && st.ready == 0 && st.in_flight == 0) || Instant::now() > limit {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let from = *first.get().unwrap_or(&start);
+    let consume_rate = n as f64 / from.elapsed().as_secs_f64();
+    q.close_gracefully(Duration::from_secs(5)).await?;
+    consumer.await.map_err(|e| Error::Server(e.to_string()))??;
+    client.close();
+    let mut out = Vec::new();
+    for (i, c) in conns.iter_mut().enumerate() {
+        let (calls, usec, cpu) = command_totals(c).await?;
+        let served = (0..shards)
+            .filter(|&s| {
+                let keys = delayq::keys::ReliableKeys::shard(&name, s, shards).expect("keys");
+                let slot = delayq::keys::cluster_slot(&keys.ready);
+                masters[i].1.iter().any(|&(a, b)| a <= slot && slot <= b)
+            })
+            .count();
+        out.push((
+            masters[i].0.clone(),
+            served,
+            calls - before[i].0,
+            usec - before[i].1,
+            cpu - before[i].2,
+        ));
+    }
+    // Leave the servers as they were (the name is unique to this run).
+    for c in conns.iter_mut() {
+        let found: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("*{name}*"))
+            .query_async(c)
+            .await
+            .unwrap_or_default();
+        for k in found {
+            let _: redis::RedisResult<i64> = redis::cmd("DEL").arg(&k).query_async(c).await;
+        }
+    }
+    Ok(ShardRun {
+        offer_rate,
+        consume_rate,
+        masters: out,
+    })
+}
+
+/// One queue on one node with one shard beside the same run on a cluster with `--shards`
+/// shards: rates, and each master's share of commands, command time and CPU; what three
+/// machines would give is estimated from the busiest master's command time per message.
+async fn shards(_client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
+    let Some(seeds) = args.cluster_seeds.as_deref() else {
+        return Err(Error::InvalidArgument(
+            "the shards benchmark needs --cluster-seeds (scripts/bench.sh shards starts a cluster)"
+                .into(),
+        ));
+    };
+    let n = args.consume_messages;
+    println!(
+        "== one reliable queue: one node with 1 shard beside a cluster with {} shards ({n} messages: offer_all due now, consume(empty handler, {}), acks; {}-byte values)",
+        args.shards, args.concurrency, args.value_size
+    );
+    let single = shard_run(url, false, 1, args).await?;
+    let sharded = shard_run(seeds, true, args.shards, args).await?;
+    let mut busiest_single = 0.0;
+    let mut busiest_cluster = 0.0;
+    for (label, run, busiest) in [
+        ("one node, 1 shard", &single, &mut busiest_single),
+        ("cluster, sharded", &sharded, &mut busiest_cluster),
+    ] {
+        let calls: u64 = run.masters.iter().map(|m| m.2).sum();
+        let usec: u64 = run.masters.iter().map(|m| m.3).sum();
+        let cpu: f64 = run.masters.iter().map(|m| m.4).sum();
+        println!(
+            "{label}: offer_all {:.0} msg/s, consume {:.0} msg/s; Redis: {:.1} commands, {:.1} µs of command time, {:.1} µs of CPU per message (all masters)",
+            run.offer_rate,
+            run.consume_rate,
+            calls as f64 / n as f64,
+            usec as f64 / n as f64,
+            cpu * 1e6 / n as f64
+        );
+        for (addr, served, c, u, cpu_m) in &run.masters {
+            println!(
+                "  master {addr}: {served} shard(s), {:.1} % of commands, {:.1} % of command time, {:.1} % of CPU; {:.1} µs of CPU per message",
+                100.0 * *c as f64 / calls.max(1) as f64,
+                100.0 * *u as f64 / usec.max(1) as f64,
+                100.0 * cpu_m / cpu.max(1e-9),
+                cpu_m * 1e6 / n as f64
+            );
+            let per_msg = cpu_m * 1e6 / n as f64;
+            if per_msg > *busiest {
+                *busiest = per_msg;
+            }
+        }
+    }
+    println!(
+        "estimate with each master on a machine of its own (a Redis main thread bounded by one core): ceiling {:.0} msg/s for one node ({busiest_single:.1} µs of CPU per message), {:.0} msg/s for the cluster (its busiest master: {busiest_cluster:.1} µs per message), {:.2}x",
+        1e6 / busiest_single.max(1e-9),
+        1e6 / busiest_cluster.max(1e-9),
+        busiest_single / busiest_cluster.max(1e-9)
+    );
+    println!("limit: on one machine every master shares its cores, so the cluster's absolute rates here are no faster than one node's; command time (commandstats usec) is wall time inside commands and grows when servers wait for a core, CPU (INFO cpu, main thread) does not");
     Ok(())
 }

@@ -29,7 +29,8 @@ struct SettingsArgs {
     /// `schedule:MS,MS,...` (the last delay repeats).
     #[arg(long)]
     backoff: Option<String>,
-    /// Sub-queues (a power of two).
+    /// Sub-queues (a power of two, 1 to 1024), spread over a cluster's masters (see
+    /// docs/cluster.md). Refused while the queue holds messages.
     #[arg(long)]
     shards: Option<u32>,
     /// How long dead letters are kept, in ms (0: until requeued or purged).
@@ -104,6 +105,10 @@ enum ReliableCommand {
         /// not offered twice.
         #[arg(long)]
         id: Option<String>,
+        /// On a sharded queue: the shard is chosen by this key instead of the id (messages
+        /// with one key share a shard).
+        #[arg(long)]
+        shard_key: Option<String>,
     },
     /// Receive messages, print one per line, and ack each (unless --no-ack).
     Receive {
@@ -178,6 +183,7 @@ pub async fn run(client: Client, base64: bool, args: ReliableArgs) -> Result<()>
             delay_ms,
             value,
             id,
+            shard_key,
         } => {
             let q = client.reliable_queue(&queue, opts)?;
             let value = decode_input(
@@ -187,10 +193,15 @@ pub async fn run(client: Client, base64: bool, args: ReliableArgs) -> Result<()>
                 },
                 base64,
             )?;
-            let id = q
-                .offer(value, Duration::from_millis(delay_ms), id.as_deref())
+            let outcome = q
+                .offer_with_shard_key(
+                    value,
+                    Duration::from_millis(delay_ms),
+                    id.as_deref(),
+                    shard_key.as_deref(),
+                )
                 .await?;
-            line(id.into_bytes())?;
+            line(outcome.id.into_bytes())?;
         }
         ReliableCommand::Receive {
             queue,

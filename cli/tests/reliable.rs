@@ -192,3 +192,48 @@ fn cancel_reschedule_and_dead_letters_from_the_command_line() {
         "0\n"
     );
 }
+
+#[test]
+fn shards_are_configured_and_messages_offered_by_shard_key() {
+    let server = RedisServer::start();
+    let settings = text(&delayq(
+        &server,
+        &["reliable", "configure", "sharded", "--shards", "4"],
+    ));
+    assert!(settings.contains("shards 4"), "{settings}");
+    for i in 0..8 {
+        let id = format!("k{i}");
+        let key = format!("tenant-{}", i % 2);
+        let args = ["reliable", "offer", "sharded", "0", "v", "--id", &id];
+        text(&delayq(
+            &server,
+            &[&args[..], &["--shard-key", &key]].concat(),
+        ));
+    }
+    let stats = text(&delayq(&server, &["reliable", "stats", "sharded"]));
+    assert_eq!(counts(&stats), "delayed 0\nready 8\nin_flight 0\ndead 0");
+    // Two shard keys: the messages sit in at most two shards' streams.
+    let keys = server.cli(&["KEYS", "{dq:sharded:*}:ready"]);
+    assert!((1..=2).contains(&keys.lines().count()), "{keys}");
+    // The shards of a queue that holds messages cannot change.
+    let refused = delayq(
+        &server,
+        &["reliable", "configure", "sharded", "--shards", "8"],
+    );
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("cannot change to 8"), "{err}");
+    let received = text(&delayq(
+        &server,
+        &[
+            "reliable",
+            "receive",
+            "sharded",
+            "--count",
+            "8",
+            "--timeout-ms",
+            "5000",
+        ],
+    ));
+    assert_eq!(received.lines().count(), 8);
+}

@@ -35,7 +35,7 @@ pub(crate) struct ClientInner {
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) token: CancellationToken,
     consumer: String,
-    subscriber: Subscriber,
+    pub(crate) subscriber: Subscriber,
     schedulers: Mutex<HashMap<String, Weak<SchedulerGuard>>>,
 }
 
@@ -107,15 +107,18 @@ impl Client {
                 Job::Reliable {
                     keys: keys.clone(),
                     tidied: Default::default(),
+                    bell: None,
                 },
                 &opts.scheduler,
             )
         });
-        Ok(ReliableQueue::new(self.clone(), keys, opts, guard))
+        let queue = ReliableQueue::new(self.clone(), keys, opts, guard);
+        queue.start_shard_transfers_when_known();
+        Ok(queue)
     }
 
     /// One transfer task per queue per client, shared by its handles.
-    fn scheduler_for(&self, job: Job, opts: &SchedulerOptions) -> Arc<SchedulerGuard> {
+    pub(crate) fn scheduler_for(&self, job: Job, opts: &SchedulerOptions) -> Arc<SchedulerGuard> {
         let mut map = self.inner.schedulers.lock().expect("scheduler lock");
         if let Some(guard) = map.get(job.channel()).and_then(Weak::upgrade) {
             return guard;

@@ -18,7 +18,8 @@ use crate::scheduler::SchedulerGuard;
 pub(crate) struct Handle {
     pub(crate) client: Client,
     token: CancellationToken,
-    scheduler: Mutex<Option<Arc<SchedulerGuard>>>,
+    /// The handle's shares of transfer tasks (a sharded reliable queue has one per shard).
+    scheduler: Mutex<Vec<Arc<SchedulerGuard>>>,
 }
 
 impl Handle {
@@ -27,7 +28,7 @@ impl Handle {
         Handle {
             client,
             token,
-            scheduler: Mutex::new(scheduler),
+            scheduler: Mutex::new(scheduler.into_iter().collect()),
         }
     }
 
@@ -68,7 +69,15 @@ impl Handle {
     /// Stops this handle's share of the transfer task; later calls fail with `Closed`.
     pub(crate) fn close(&self) {
         self.token.cancel();
-        self.scheduler.lock().expect("scheduler lock").take();
+        self.scheduler.lock().expect("scheduler lock").clear();
+    }
+
+    /// Holds one more transfer task for this handle (until it is closed or dropped).
+    pub(crate) fn add_scheduler(&self, guard: Arc<SchedulerGuard>) {
+        if self.is_closed() {
+            return;
+        }
+        self.scheduler.lock().expect("scheduler lock").push(guard);
     }
 
     /// Runs a blocking command on a dedicated connection, in a task of its own, so that

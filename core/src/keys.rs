@@ -54,20 +54,137 @@ pub fn hash_tag(key: &str) -> &str {
     key
 }
 
-/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag, mod 16384.
-pub fn cluster_slot(key: &str) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in hash_tag(key).as_bytes() {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
+/// CRC16/XMODEM (polynomial 0x1021, initial 0), the hash of Redis Cluster, by table.
+static CRC16_TABLE: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = (i as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
             crc = if crc & 0x8000 != 0 {
                 (crc << 1) ^ 0x1021
             } else {
                 crc << 1
             };
+            bit += 1;
         }
+        table[i] = crc;
+        i += 1;
     }
-    crc % 16384
+    table
+};
+
+fn crc16(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0u16, |crc, &b| {
+        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ b)]
+    })
+}
+
+/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag, mod 16384.
+pub fn cluster_slot(key: &str) -> u16 {
+    crc16(hash_tag(key).as_bytes()) % 16384
+}
+
+/// CRC-32/IEEE (the CRC32 of zlib, Ethernet and `java.util.zip.CRC32`: reflected
+/// polynomial 0xEDB88320, initial and final XOR 0xFFFFFFFF), by table.
+static CRC32_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = i as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+            bit += 1;
+        }
+        table[i] = crc;
+        i += 1;
+    }
+    table
+};
+
+/// CRC-32/IEEE of `bytes` (`crc32(b"123456789") == 0xCBF43926`), as seed 002 computes a
+/// message's slot.
+pub fn crc32(bytes: &[u8]) -> u32 {
+    !bytes.iter().fold(!0u32, |crc, &b| {
+        (crc >> 8) ^ CRC32_TABLE[usize::from(crc as u8 ^ b)]
+    })
+}
+
+/// The part of a message id that picks its shard: the 16 random hex digits of a generated
+/// id (`<hex>-<16 hex digits>`, whose first part, the due second, the client does not know
+/// before the server computed it), else the whole id.
+pub fn id_shard_basis(id: &str) -> &str {
+    let b = id.as_bytes();
+    let n = b.len();
+    let generated = n >= 18
+        && b[n - 17] == b'-'
+        && b[n - 16..]
+            .iter()
+            .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+        && b[..n - 17]
+            .iter()
+            .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'));
+    if generated {
+        &id[n - 16..]
+    } else {
+        id
+    }
+}
+
+/// The shard of a message of a queue with `shards` sub-queues (a power of two): CRC-32/IEEE
+/// of `basis` mod `shards`. `basis` is the caller's shard key, or else
+/// [`id_shard_basis`] of the message id.
+pub fn shard_for(basis: &str, shards: u32) -> u32 {
+    if shards <= 1 {
+        return 0;
+    }
+    crc32(basis.as_bytes()) % shards
+}
+
+/// The hash tag of shard `shard` of the reliable queue `name` split into `shards`
+/// sub-queues (a power of two). One shard: `dq:N`, the layout of an unsharded queue.
+/// Otherwise `dq:N:s`, or `dq:N:s~k` with the smallest `k >= 1` for which the tag's cluster
+/// slot falls in the middle eighth of the `s`-th of `shards` equal slot ranges
+/// (`[(s + 7/16) * 16384 / shards, (s + 9/16) * 16384 / shards)`, at least one slot wide;
+/// `dq:N:s` itself when it already does). So the shards' slots are evenly spaced over
+/// 0..16384, each near the middle of its range, and a cluster whose masters own equal
+/// contiguous slot ranges (what `redis-cli --cluster create` makes) gets `shards / M`
+/// shards per master, rounded up or down. See `docs/cluster.md`.
+pub fn shard_tag(name: &str, shard: u32, shards: u32) -> String {
+    if shards <= 1 {
+        return format!("dq:{name}");
+    }
+    let range = 16384.0 / f64::from(shards);
+    let lo = (f64::from(shard) + 7.0 / 16.0) * range;
+    let mut lo = lo.floor() as u32;
+    let mut hi = ((f64::from(shard) + 9.0 / 16.0) * range).floor() as u32;
+    if hi <= lo {
+        hi = lo + 1;
+    }
+    lo = lo.min(16383);
+    hi = hi.min(16384);
+    let base = format!("dq:{name}:{shard}");
+    let fits = |tag: &str| {
+        let slot = u32::from(crc16(tag.as_bytes()) % 16384);
+        lo <= slot && slot < hi
+    };
+    if fits(&base) {
+        return base;
+    }
+    let mut k: u64 = 1;
+    loop {
+        let tag = format!("{base}~{k}");
+        if fits(&tag) {
+            return tag;
+        }
+        k += 1;
+    }
 }
 
 impl DelayedKeys {
@@ -135,11 +252,28 @@ pub struct ReliableKeys {
 }
 
 impl ReliableKeys {
-    /// The keys for the reliable queue named `name` (validated).
+    /// The keys for the reliable queue named `name` (validated): the whole queue when it
+    /// has one shard, and the queue's settings whatever its shards.
     pub fn new(name: &str) -> Result<Self> {
         validate_queue_name(name)?;
-        let prefix = format!("{{dq:{name}}}:");
-        Ok(ReliableKeys {
+        Ok(Self::with_tag(name, &format!("dq:{name}")))
+    }
+
+    /// The keys of shard `shard` of the reliable queue `name` split into `shards`
+    /// sub-queues: under the hash tag [`shard_tag`] (`{dq:N}` itself for one shard).
+    pub fn shard(name: &str, shard: u32, shards: u32) -> Result<Self> {
+        validate_queue_name(name)?;
+        if shards == 0 || !shards.is_power_of_two() || shard >= shards {
+            return Err(Error::invalid(format!(
+                "no shard {shard} of {shards} (shards are a power of two)"
+            )));
+        }
+        Ok(Self::with_tag(name, &shard_tag(name, shard, shards)))
+    }
+
+    fn with_tag(name: &str, tag: &str) -> Self {
+        let prefix = format!("{{{tag}}}:");
+        ReliableKeys {
             name: name.to_owned(),
             wheel: format!("{prefix}wheel"),
             near: format!("{prefix}near"),
@@ -149,7 +283,7 @@ impl ReliableKeys {
             meta: format!("{prefix}meta"),
             channel: format!("{prefix}wake"),
             prefix,
-        })
+        }
     }
 
     /// The six fixed keys every reliable script takes, in order.
@@ -188,6 +322,64 @@ mod tests {
         assert_eq!(cluster_slot("foo"), 12182);
         assert_eq!(cluster_slot("{user1000}.following"), 3443);
         assert_eq!(cluster_slot("123456789"), 0x31C3);
+    }
+
+    #[test]
+    fn crc32_is_ieee() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32(b""), 0);
+        assert_eq!(
+            crc32(b"The quick brown fox jumps over the lazy dog"),
+            0x414F_A339
+        );
+    }
+
+    #[test]
+    fn generated_ids_shard_by_their_random_digits() {
+        assert_eq!(
+            id_shard_basis("6543a1f-0123456789abcdef"),
+            "0123456789abcdef"
+        );
+        assert_eq!(id_shard_basis("order-17"), "order-17");
+        assert_eq!(id_shard_basis("-0123456789abcdef"), "-0123456789abcdef");
+        assert_eq!(id_shard_basis("x1-0123456789abcdef"), "x1-0123456789abcdef");
+        assert_eq!(shard_for("anything", 1), 0);
+        assert_eq!(shard_for("123456789", 8), 0xCBF4_3926 % 8);
+    }
+
+    #[test]
+    fn shard_tags_spread_evenly_over_the_slots() {
+        assert_eq!(shard_tag("orders", 0, 1), "dq:orders");
+        assert_eq!(
+            ReliableKeys::shard("orders", 0, 1).unwrap(),
+            ReliableKeys::new("orders").unwrap()
+        );
+        for shards in [2u32, 4, 8, 16, 64, 256] {
+            let range = 16384 / shards;
+            for s in 0..shards {
+                let tag = shard_tag("orders", s, shards);
+                assert!(tag.starts_with(&format!("dq:orders:{s}")), "{tag}");
+                let slot = u32::from(cluster_slot(&format!("{{{tag}}}:x")));
+                assert_eq!(slot / range, s, "{tag} in slot {slot}");
+                let middle = s * range + range / 2;
+                assert!(
+                    slot.abs_diff(middle) <= range / 16 + 1,
+                    "{tag} in slot {slot}"
+                );
+            }
+        }
+        // 8 shards over the 3 masters `redis-cli --cluster create` makes: 3, 2, 3.
+        let masters = [(0u32, 5460u32), (5461, 10922), (10923, 16383)];
+        let mut per_master = [0; 3];
+        for s in 0..8 {
+            let slot = u32::from(cluster_slot(&format!("{{{}}}", shard_tag("q", s, 8))));
+            let m = masters
+                .iter()
+                .position(|&(a, b)| a <= slot && slot <= b)
+                .unwrap();
+            per_master[m] += 1;
+        }
+        assert_eq!(per_master, [3, 2, 3]);
     }
 
     #[test]

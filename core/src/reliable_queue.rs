@@ -7,10 +7,15 @@
 //! into finer ones as they come near), promoted to a small sorted set shortly before they
 //! come due, and made ready as entries of a Redis stream read by a consumer group, whose
 //! pending-entries list tracks what is in flight.
+//!
+//! A queue with `shards = S > 1` is S such queues, each under a hash tag of its own so that
+//! a cluster spreads them over its masters (`docs/cluster.md`): a message lives in the shard
+//! of its shard key or id ([`crate::keys::shard_for`]), receives sweep the shards in turn and
+//! wait on the queue's bell channel, and counts and dead letters add the shards up.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
@@ -26,10 +31,10 @@ pub use settings::ReliableSettings;
 
 use crate::client::Client;
 use crate::delay::{check_value, delay_to_millis};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::handle::Handle;
-use crate::keys::ReliableKeys;
-use crate::scheduler::{SchedulerGuard, SchedulerOptions, TransferOutcome};
+use crate::keys::{id_shard_basis, shard_for, ReliableKeys};
+use crate::scheduler::{Job, SchedulerGuard, SchedulerOptions, TransferOutcome};
 use crate::scripts;
 
 /// Width of one time bucket of the wheel's finest level, in ms (a generated id names the
@@ -292,6 +297,7 @@ pub struct Delivery {
     pub due_at: i64,
     deadline: Arc<AtomicI64>,
     receipt: String,
+    shard: u32,
     queue: ReliableQueue,
 }
 
@@ -322,7 +328,7 @@ impl Delivery {
     pub async fn ack(&self) -> Result<bool> {
         let acked = self
             .queue
-            .ack_receipts(&[(&self.receipt, &self.id)])
+            .ack_receipts(&[(&self.receipt, &self.id, self.shard)])
             .await?;
         Ok(acked[0])
     }
@@ -331,7 +337,9 @@ impl Delivery {
     /// back-off for this attempt), or to the dead letters if this was its last attempt.
     /// Returns false when this delivery had already ended.
     pub async fn nack(&self, delay: Option<Duration>) -> Result<bool> {
-        self.queue.nack(&self.receipt, delay, true).await
+        self.queue
+            .nack(&self.receipt, self.shard, delay, true)
+            .await
     }
 
     /// Moves the end of this delivery's lease to `duration` from now (SQS's
@@ -340,7 +348,8 @@ impl Delivery {
     pub async fn extend(&self, duration: Duration) -> Result<bool> {
         self.queue.client_open()?;
         let ms = delay_to_millis(duration)?;
-        let mut call = self.queue.invocation(&scripts::RELIABLE_LEASE);
+        let keys = self.queue.shard_keys(self.shard);
+        let mut call = invocation_on(&keys, &scripts::RELIABLE_LEASE);
         call.arg("extend").arg(&self.receipt).arg(ms);
         let ends: Vec<i64> = call.invoke_async(&mut self.queue.commands()).await?;
         match ends.first() {
@@ -358,13 +367,18 @@ impl Delivery {
     /// closed handle too.
     pub async fn release(&self) -> Result<bool> {
         self.queue
-            .give_back(&self.receipt, Some(Duration::ZERO), false)
+            .give_back(&self.receipt, self.shard, Some(Duration::ZERO), false)
             .await
     }
 
     /// The receipt of this delivery (the stream entry id), for logs.
     pub fn receipt(&self) -> &str {
         &self.receipt
+    }
+
+    /// The shard the message lives in (0 for a queue of one shard).
+    pub fn shard(&self) -> u32 {
+        self.shard
     }
 }
 
@@ -389,6 +403,19 @@ struct QueueInner {
     consumers_idle: tokio::sync::Notify,
     /// Set by `close_gracefully`: until when running handlers may finish.
     graceful_deadline: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// The keys of each shard, from the stored settings (one shard: the queue's own keys).
+    shards: OnceLock<Vec<ReliableKeys>>,
+    /// The shard counts this handle started transfer tasks for.
+    transfers_for: Mutex<Vec<u32>>,
+    /// The shard a sharded receive looks at first; moves on by one at each receive.
+    rotation: AtomicUsize,
+    /// Rings (the value grows) when a shard of a sharded queue may have new ready messages.
+    bell: OnceLock<tokio::sync::watch::Receiver<u64>>,
+    /// Shards whose last read failed, left out of receives until the given time, so that a
+    /// master that is down (a failover) does not hold up the shards of the others.
+    /// The value: until when, and the rest after the next failure (doubling up to
+    /// [`SHARD_REST_MAX`] while the shard keeps failing).
+    resting: Mutex<HashMap<u32, (tokio::time::Instant, Duration)>>,
 }
 
 impl std::fmt::Debug for ReliableQueue {
@@ -412,8 +439,52 @@ fn check_id(id: &str) -> Result<()> {
     Ok(())
 }
 
+/// One message of an offer, in its shard: (position in the call, delay ms, id or "" for a
+/// generated one, random digits, payload).
+type ShardOffer<'a> = (usize, u64, &'a str, String, &'a [u8]);
+
+fn check_shard_key(key: &str) -> Result<()> {
+    if key.is_empty() || key.len() > MAX_ID_LEN {
+        return Err(Error::invalid(format!(
+            "a shard key is 1 to {MAX_ID_LEN} bytes, got {}",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
 fn random_hex16() -> String {
     format!("{:016x}", rand::random::<u64>())
+}
+
+/// A call of a reliable script on the keys of one queue (or shard).
+fn invocation_on<'a>(
+    keys: &'a ReliableKeys,
+    script: &'a redis::Script,
+) -> redis::ScriptInvocation<'a> {
+    let mut call = script.prepare_invoke();
+    for k in keys.script_keys() {
+        call.key(k);
+    }
+    call.arg(&keys.prefix).arg(&*wheel_of(keys));
+    call
+}
+
+/// The counts of one queue (or shard).
+async fn stats_of(
+    conn: &mut (impl ConnectionLike + Send),
+    keys: &ReliableKeys,
+) -> Result<ReliableStats> {
+    let (delayed, ready, in_flight, dead): (u64, u64, u64, u64) =
+        invocation_on(keys, &scripts::RELIABLE_STATS)
+            .invoke_async(conn)
+            .await?;
+    Ok(ReliableStats {
+        delayed,
+        ready,
+        in_flight,
+        dead,
+    })
 }
 
 /// One pass of a reliable queue's transfer script, repeated while it finds a full batch.
@@ -487,6 +558,11 @@ impl ReliableQueue {
                 consumers: Default::default(),
                 consumers_idle: Default::default(),
                 graceful_deadline: Default::default(),
+                shards: OnceLock::new(),
+                transfers_for: Mutex::new(vec![1]),
+                rotation: AtomicUsize::new(0),
+                bell: OnceLock::new(),
+                resting: Mutex::default(),
             }),
         }
     }
@@ -533,9 +609,242 @@ impl ReliableQueue {
                 } else {
                     "ensure"
                 };
-                self.load_settings(mode).await
+                if let Some(wanted) = self.inner.opts.shards {
+                    self.check_shard_change(wanted).await?;
+                }
+                let settings = self.load_settings(mode).await?;
+                self.use_shards(&settings).await?;
+                Ok(settings)
             })
             .await
+    }
+
+    /// Refuses to change the number of shards of a queue that holds messages: they would
+    /// stay in sub-queues nobody reads any more.
+    async fn check_shard_change(&self, wanted: u32) -> Result<()> {
+        let stored = self.load_settings("get").await?;
+        if stored.shards == wanted {
+            return Ok(());
+        }
+        let mut held = ReliableStats::default();
+        for shard in 0..stored.shards {
+            let keys = ReliableKeys::shard(self.name(), shard, stored.shards)?;
+            let s = stats_of(&mut self.commands(), &keys).await?;
+            held.delayed += s.delayed;
+            held.ready += s.ready;
+            held.in_flight += s.in_flight;
+            held.dead += s.dead;
+        }
+        if held != ReliableStats::default() {
+            return Err(Error::invalid(format!(
+                "queue {:?} has {} shard(s) and holds messages ({} delayed, {} ready, {} in flight, {} dead); \
+                 its shards cannot change to {wanted} until it is empty",
+                self.name(),
+                stored.shards,
+                held.delayed,
+                held.ready,
+                held.in_flight,
+                held.dead
+            )));
+        }
+        Ok(())
+    }
+
+    /// Sets up the shards the stored settings name: their keys, a copy of the settings in
+    /// each (the scripts of a shard read its own copy: in a cluster they cannot reach
+    /// `{dq:N}:settings`), and their transfer tasks.
+    async fn use_shards(&self, settings: &ReliableSettings) -> Result<()> {
+        let n = settings.shards.max(1);
+        let keys: Vec<ReliableKeys> = (0..n)
+            .map(|s| ReliableKeys::shard(self.name(), s, n))
+            .collect::<Result<_>>()?;
+        if n > 1 {
+            let fields = settings.fields();
+            let copies = keys.iter().map(|k| {
+                let mut call = invocation_on(k, &scripts::RELIABLE_SETTINGS);
+                call.arg("update").arg(fields.len());
+                for (f, v) in &fields {
+                    call.arg(*f).arg(v);
+                }
+                let mut conn = self.commands();
+                async move { call.invoke_async::<Vec<String>>(&mut conn).await }
+            });
+            for r in futures_util::future::join_all(copies).await {
+                r?;
+            }
+        }
+        let _ = self.inner.shards.set(keys);
+        self.start_transfers(n);
+        Ok(())
+    }
+
+    /// Starts this handle's transfer tasks for the shards of a queue split into `n` (one
+    /// shard: the task started with the handle).
+    fn start_transfers(&self, n: u32) {
+        if !self.inner.opts.scheduler.enabled || self.inner.handle.is_closed() {
+            return;
+        }
+        {
+            let mut started = self.inner.transfers_for.lock().expect("transfers lock");
+            if started.contains(&n) {
+                return;
+            }
+            started.push(n);
+        }
+        let client = &self.inner.handle.client;
+        for shard in 0..n {
+            let Ok(keys) = ReliableKeys::shard(self.name(), shard, n) else {
+                return;
+            };
+            let job = Job::Reliable {
+                keys,
+                tidied: Default::default(),
+                bell: Some(self.bell_channel()),
+            };
+            self.inner
+                .handle
+                .add_scheduler(client.scheduler_for(job, &self.inner.opts.scheduler));
+        }
+    }
+
+    /// Called with a new handle: when it runs a transfer task, learns the stored number of
+    /// shards in the background and starts a task per shard, so that a process that only
+    /// holds the handle (`delayq transfer`) moves every shard.
+    pub(crate) fn start_shard_transfers_when_known(&self) {
+        if !self.inner.opts.scheduler.enabled {
+            return;
+        }
+        if let Some(n) = self.inner.opts.shards {
+            self.start_transfers(n);
+            return;
+        }
+        let queue = self.clone();
+        self.inner.handle.runtime().spawn(async move {
+            let mut pause = Duration::from_millis(100);
+            loop {
+                let got = tokio::select! {
+                    _ = queue.inner.handle.closed() => return,
+                    r = queue.load_settings("get") => r,
+                };
+                match got {
+                    Ok(s) => {
+                        queue.start_transfers(s.shards.max(1));
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::debug!(queue = %queue.name(), error = %e, "could not read the settings; trying again");
+                    }
+                }
+                tokio::select! {
+                    _ = queue.inner.handle.closed() => return,
+                    _ = tokio::time::sleep(pause) => {}
+                }
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        });
+    }
+
+    /// The channel a sharded queue's transfer tasks ring when they moved messages.
+    fn bell_channel(&self) -> String {
+        format!("{}bell", self.inner.keys.prefix)
+    }
+
+    /// The bell of a sharded queue: a value that grows when a shard may have new ready
+    /// messages (transfer passes, offers due now, messages given back or requeued).
+    fn bell(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner
+            .bell
+            .get_or_init(|| {
+                let (tx, rx) = tokio::sync::watch::channel(0u64);
+                let subscription = self
+                    .inner
+                    .handle
+                    .client
+                    .inner
+                    .subscriber
+                    .subscribe(&self.bell_channel());
+                let queue = self.clone();
+                self.inner.handle.runtime().spawn(async move {
+                    let notify = subscription.notify().clone();
+                    loop {
+                        tokio::select! {
+                            _ = queue.inner.handle.closed() => break,
+                            _ = notify.notified() => tx.send_modify(|n| *n += 1),
+                        }
+                    }
+                    drop(subscription);
+                });
+                rx
+            })
+            .clone()
+    }
+
+    /// Rings the bell of a sharded queue (in the background: nobody waits for it).
+    fn ring(&self) {
+        if self.shard_count() <= 1 {
+            return;
+        }
+        let channel = self.bell_channel();
+        let mut conn = self.commands();
+        self.inner.handle.runtime().spawn(async move {
+            if let Err(e) = redis::cmd("PUBLISH")
+                .arg(&channel)
+                .arg("")
+                .query_async::<()>(&mut conn)
+                .await
+            {
+                tracing::debug!(channel, error = %e, "could not ring the bell");
+            }
+        });
+    }
+
+    /// The number of shards (1 until the settings were read).
+    fn shard_count(&self) -> u32 {
+        self.inner.shards.get().map_or(1, |k| k.len() as u32)
+    }
+
+    /// The keys of shard `shard` (the queue's own keys until the settings were read).
+    fn shard_keys(&self, shard: u32) -> ReliableKeys {
+        match self.inner.shards.get() {
+            Some(keys) => keys[shard as usize % keys.len()].clone(),
+            None => self.inner.keys.clone(),
+        }
+    }
+
+    /// Whether shard `shard` is left out of receives for now (its last read failed).
+    fn shard_rests(&self, shard: u32) -> bool {
+        let resting = self.inner.resting.lock().expect("resting lock");
+        resting
+            .get(&shard)
+            .is_some_and(|(until, _)| *until > tokio::time::Instant::now())
+    }
+
+    fn shard_answered(&self, shard: u32) {
+        self.inner
+            .resting
+            .lock()
+            .expect("resting lock")
+            .remove(&shard);
+    }
+
+    /// Leaves a shard whose read failed out of receives for a while, longer each time.
+    fn shard_failed(&self, shard: u32) {
+        let mut resting = self.inner.resting.lock().expect("resting lock");
+        let rest = resting.get(&shard).map_or(SHARD_REST, |(_, r)| *r);
+        resting.insert(
+            shard,
+            (
+                tokio::time::Instant::now() + rest,
+                (rest * 2).min(SHARD_REST_MAX),
+            ),
+        );
+    }
+
+    /// The shards in the order to look for message `id` in: its own shard first.
+    fn shards_for_id(&self, id: &str) -> Vec<u32> {
+        let n = self.shard_count();
+        let first = shard_for(id_shard_basis(id), n);
+        (0..n).map(|i| (first + i) % n).collect()
     }
 
     async fn load_settings(&self, mode: &str) -> Result<ReliableSettings> {
@@ -584,14 +893,24 @@ impl ReliableQueue {
         self.inner.handle.commands()
     }
 
+    /// Runs a script that writes what a caller is told is stored (offers, acks) on a
+    /// shard, with the client's durability option (its wait goes to the shard's master).
+    async fn write<T: redis::FromRedisValue + Send>(
+        &self,
+        call: &redis::ScriptInvocation<'_>,
+        keys: &ReliableKeys,
+    ) -> Result<T> {
+        self.inner
+            .handle
+            .client
+            .inner
+            .conn
+            .write(call, &keys.ready)
+            .await
+    }
+
     fn invocation<'a>(&'a self, script: &'a redis::Script) -> redis::ScriptInvocation<'a> {
-        let mut call = script.prepare_invoke();
-        for k in self.inner.keys.script_keys() {
-            call.key(k);
-        }
-        call.arg(&self.inner.keys.prefix)
-            .arg(&*wheel_of(&self.inner.keys));
-        call
+        invocation_on(&self.inner.keys, script)
     }
 
     /// Offers a message due after `delay`; returns its id. With `id`, a message with that
@@ -636,51 +955,151 @@ impl ReliableQueue {
         P: AsRef<[u8]>,
         I: IntoIterator<Item = (P, Duration, Option<&'a str>)>,
     {
+        self.offer_all_with_shard_keys(
+            messages
+                .into_iter()
+                .map(|(payload, delay, id)| (payload, delay, id, None)),
+        )
+        .await
+    }
+
+    /// Like [`ReliableQueue::offer_with_outcome`], in the shard of `shard_key` instead of
+    /// the shard of the id: messages with one shard key live in one shard, in the order
+    /// they were offered (seed 002's `slotBasis`). On a queue of one shard the key changes
+    /// nothing. De-duplication by id holds within a shard: offer an id always with the
+    /// same shard key (or always without). A generated id is drawn so that it names the
+    /// key's shard; a caller's id offered with a shard key is found by `cancel` and
+    /// `reschedule` after a look in its own shard (one more round trip per shard).
+    pub async fn offer_with_shard_key(
+        &self,
+        payload: impl AsRef<[u8]>,
+        delay: Duration,
+        id: Option<&str>,
+        shard_key: Option<&str>,
+    ) -> Result<OfferOutcome> {
+        let mut out = self
+            .offer_all_with_shard_keys([(payload, delay, id, shard_key)])
+            .await?;
+        Ok(out.remove(0))
+    }
+
+    /// [`ReliableQueue::offer_all_with_outcome`] with a shard key per message (see
+    /// [`ReliableQueue::offer_with_shard_key`]). The messages of each shard go in one
+    /// round trip per thousand; the shards are written concurrently.
+    pub async fn offer_all_with_shard_keys<'a, P, I>(
+        &self,
+        messages: I,
+    ) -> Result<Vec<OfferOutcome>>
+    where
+        P: AsRef<[u8]>,
+        I: IntoIterator<Item = (P, Duration, Option<&'a str>, Option<&'a str>)>,
+    {
         self.check_open()?;
         let mut checked = Vec::new();
-        for (payload, delay, id) in messages {
+        for (payload, delay, id, shard_key) in messages {
             check_value(payload.as_ref())?;
             if let Some(id) = id {
                 check_id(id)?;
             }
-            checked.push((payload, delay_to_millis(delay)?, id.unwrap_or("")));
+            if let Some(key) = shard_key {
+                check_shard_key(key)?;
+            }
+            checked.push((payload, delay_to_millis(delay)?, id, shard_key));
         }
         self.ensure_settings().await?;
-        let mut out = Vec::with_capacity(checked.len());
-        for chunk in checked.chunks(1000) {
-            let mut call = self.invocation(&scripts::RELIABLE_OFFER);
-            call.key(&self.inner.keys.channel);
-            for (payload, delay_ms, id) in chunk {
-                call.arg(*delay_ms)
-                    .arg(*id)
-                    .arg(random_hex16())
-                    .arg(payload.as_ref());
-            }
-            let rows: Vec<(String, i64)> = self
-                .inner
-                .handle
-                .client
-                .inner
-                .conn
-                .write(&call, &self.inner.keys.ready)
-                .await?;
-            out.extend(rows.into_iter().map(|(id, created)| OfferOutcome {
-                id,
-                created: created == 1,
-            }));
+        let n = self.shard_count();
+        let mut by_shard: Vec<Vec<ShardOffer>> = vec![Vec::new(); n as usize];
+        for (pos, (payload, delay_ms, id, shard_key)) in checked.iter().enumerate() {
+            let mut random = random_hex16();
+            let shard = match (id, shard_key) {
+                (_, Some(key)) if n > 1 => {
+                    let shard = shard_for(key, n);
+                    // A generated id names its shard: draw digits of that shard.
+                    while id.is_none() && shard_for(&random, n) != shard {
+                        random = random_hex16();
+                    }
+                    shard
+                }
+                (Some(id), _) => shard_for(id_shard_basis(id), n),
+                (None, _) => shard_for(&random, n),
+            };
+            by_shard[shard as usize].push((
+                pos,
+                *delay_ms,
+                id.unwrap_or(""),
+                random,
+                payload.as_ref(),
+            ));
         }
-        Ok(out)
+        let writes = by_shard
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(shard, messages)| async move {
+                let keys = self.shard_keys(shard as u32);
+                let mut out = Vec::with_capacity(messages.len());
+                for chunk in messages.chunks(1000) {
+                    let mut call = invocation_on(&keys, &scripts::RELIABLE_OFFER);
+                    call.key(&keys.channel);
+                    for (_, delay_ms, id, random, payload) in chunk {
+                        call.arg(*delay_ms).arg(*id).arg(random).arg(*payload);
+                    }
+                    let rows: Vec<(String, i64)> = self.write(&call, &keys).await?;
+                    out.extend(chunk.iter().zip(rows).map(|((pos, ..), (id, created))| {
+                        (
+                            *pos,
+                            OfferOutcome {
+                                id,
+                                created: created == 1,
+                            },
+                        )
+                    }));
+                }
+                Ok::<_, Error>(out)
+            });
+        let mut out: Vec<Option<OfferOutcome>> = vec![None; checked.len()];
+        let mut first_error = None;
+        for written in futures_util::future::join_all(writes).await {
+            match written {
+                Ok(rows) => {
+                    for (pos, outcome) in rows {
+                        out[pos] = Some(outcome);
+                    }
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        if checked.iter().any(|(_, delay_ms, ..)| *delay_ms == 0) {
+            self.ring();
+        }
+        Ok(out
+            .into_iter()
+            .map(|o| o.expect("every message written"))
+            .collect())
     }
 
     /// Removes a message that no consumer has received yet; returns whether there was one.
+    /// On a sharded queue it looks in the id's shard, then (for an id offered with a shard
+    /// key) in the others.
     pub async fn cancel(&self, id: &str) -> Result<bool> {
         self.check_open()?;
         check_id(id)?;
         self.ensure_settings().await?;
-        let mut call = self.invocation(&scripts::RELIABLE_CANCEL);
-        call.arg(id);
-        let n: i64 = call.invoke_async(&mut self.commands()).await?;
-        Ok(n == 1)
+        for shard in self.shards_for_id(id) {
+            let keys = self.shard_keys(shard);
+            let mut call = invocation_on(&keys, &scripts::RELIABLE_CANCEL);
+            call.arg(id);
+            let n: i64 = call.invoke_async(&mut self.commands()).await?;
+            if n == 1 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Moves a message that no consumer has received yet to a new due time, `delay` from
@@ -690,10 +1109,19 @@ impl ReliableQueue {
         check_id(id)?;
         let ms = delay_to_millis(delay)?;
         self.ensure_settings().await?;
-        let mut call = self.invocation(&scripts::RELIABLE_RESCHEDULE);
-        call.key(&self.inner.keys.channel).arg(id).arg(ms);
-        let at: i64 = call.invoke_async(&mut self.commands()).await?;
-        Ok(at >= 0)
+        for shard in self.shards_for_id(id) {
+            let keys = self.shard_keys(shard);
+            let mut call = invocation_on(&keys, &scripts::RELIABLE_RESCHEDULE);
+            call.key(&keys.channel).arg(id).arg(ms);
+            let at: i64 = call.invoke_async(&mut self.commands()).await?;
+            if at >= 0 {
+                if ms == 0 {
+                    self.ring();
+                }
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Receives the next ready message, waiting up to `timeout` (`None`: forever) on the
@@ -719,6 +1147,8 @@ impl ReliableQueue {
         }
         let visibility = self.ensure_settings().await?.visibility_timeout;
         let queue = self.clone();
+        let sharded = self.shard_count() > 1;
+        let bell = sharded.then(|| self.bell());
         let got = self
             .inner
             .handle
@@ -727,17 +1157,22 @@ impl ReliableQueue {
                 timeout,
                 move |mut conn, wait| {
                     let queue = queue.clone();
+                    let bell = bell.clone();
                     async move {
+                        if let Some(bell) = bell {
+                            let reply = sweep_shards(&mut conn, &queue, n, wait, bell, visibility).await;
+                            return (conn, reply);
+                        }
                         let block_ms = wait.as_millis().clamp(1, u64::MAX as u128) as u64;
-                        let mut reply = read_group(&mut conn, &queue, n, block_ms).await;
+                        let mut reply = read_group(&mut conn, &queue, 0, n, Some(block_ms)).await;
                         if matches!(&reply, Err(e) if e.to_string().contains("NOGROUP")) {
                             reply = match create_group(&mut conn, &queue.inner.keys.ready).await {
-                                Ok(()) => read_group(&mut conn, &queue, n, block_ms).await,
+                                Ok(()) => read_group(&mut conn, &queue, 0, n, Some(block_ms)).await,
                                 Err(e) => Err(e),
                             };
                         }
                         if let Ok(Some(deliveries)) = &reply {
-                            start_leases(&mut conn, &queue, deliveries, visibility).await;
+                            start_leases(&mut conn, &queue, 0, deliveries, visibility).await;
                         }
                         (conn, reply)
                     }
@@ -757,9 +1192,9 @@ impl ReliableQueue {
     /// Acks many deliveries in one round trip; returns, for each, whether its lease was
     /// still held (see [`Delivery::ack`]).
     pub async fn ack_many(&self, deliveries: &[Delivery]) -> Result<Vec<bool>> {
-        let pairs: Vec<(&str, &str)> = deliveries
+        let pairs: Vec<(&str, &str, u32)> = deliveries
             .iter()
-            .map(|d| (d.receipt.as_str(), d.id.as_str()))
+            .map(|d| (d.receipt.as_str(), d.id.as_str(), d.shard))
             .collect();
         let mut out = Vec::with_capacity(pairs.len());
         for chunk in pairs.chunks(1000) {
@@ -768,21 +1203,35 @@ impl ReliableQueue {
         Ok(out)
     }
 
-    async fn ack_receipts(&self, pairs: &[(&str, &str)]) -> Result<Vec<bool>> {
+    /// Acks (receipt, id, shard) triples: one script call per shard, the shards at once.
+    async fn ack_receipts(&self, triples: &[(&str, &str, u32)]) -> Result<Vec<bool>> {
         self.client_open()?;
-        let mut call = self.invocation(&scripts::RELIABLE_ACK);
-        for (receipt, id) in pairs {
-            call.arg(*receipt).arg(*id);
+        let mut shards: Vec<u32> = triples.iter().map(|t| t.2).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        let calls = shards.iter().map(|&shard| async move {
+            let keys = self.shard_keys(shard);
+            let mut call = invocation_on(&keys, &scripts::RELIABLE_ACK);
+            for (receipt, id, _) in triples.iter().filter(|t| t.2 == shard) {
+                call.arg(*receipt).arg(*id);
+            }
+            let acked: Vec<i64> = self.write(&call, &keys).await?;
+            Ok::<_, Error>((shard, acked))
+        });
+        let mut replies = Vec::new();
+        for r in futures_util::future::join_all(calls).await {
+            replies.push(r?);
         }
-        let acked: Vec<i64> = self
-            .inner
-            .handle
-            .client
-            .inner
-            .conn
-            .write(&call, &self.inner.keys.ready)
-            .await?;
-        let acked: Vec<bool> = acked.into_iter().map(|n| n == 1).collect();
+        let mut acked = Vec::with_capacity(triples.len());
+        let mut next = vec![0usize; replies.len()];
+        for t in triples {
+            let i = replies
+                .iter()
+                .position(|(s, _)| *s == t.2)
+                .expect("a reply per shard");
+            acked.push(replies[i].1.get(next[i]).copied() == Some(1));
+            next[i] += 1;
+        }
         let lost = acked.iter().filter(|a| !**a).count() as u64;
         if lost > 0 {
             self.inner.lost_leases.fetch_add(lost, Ordering::Relaxed);
@@ -794,11 +1243,12 @@ impl ReliableQueue {
     async fn nack(
         &self,
         receipt: &str,
+        shard: u32,
         delay: Option<Duration>,
         count_attempt: bool,
     ) -> Result<bool> {
         self.client_open()?;
-        self.give_back(receipt, delay, count_attempt).await
+        self.give_back(receipt, shard, delay, count_attempt).await
     }
 
     /// Ends a delivery with a retry (or burial), even on a closed handle: used to return
@@ -806,6 +1256,7 @@ impl ReliableQueue {
     async fn give_back(
         &self,
         receipt: &str,
+        shard: u32,
         delay: Option<Duration>,
         count_attempt: bool,
     ) -> Result<bool> {
@@ -814,49 +1265,65 @@ impl ReliableQueue {
             None => -1,
         };
         let jitter = 0.5 + rand::random::<f64>() * 0.5;
-        let mut call = self.invocation(&scripts::RELIABLE_NACK);
-        call.key(&self.inner.keys.channel)
+        let keys = self.shard_keys(shard);
+        let mut call = invocation_on(&keys, &scripts::RELIABLE_NACK);
+        call.key(&keys.channel)
             .arg(receipt)
             .arg(ms)
             .arg(format!("{jitter:.4}"))
             .arg(if count_attempt { "1" } else { "0" });
         let n: i64 = call.invoke_async(&mut self.commands()).await?;
+        if n == 1 && ms == 0 {
+            self.ring();
+        }
         Ok(n != 0)
     }
 
-    /// Counts of delayed, ready, in-flight and dead messages.
+    /// Counts of delayed, ready, in-flight and dead messages (added up over the shards).
     pub async fn stats(&self) -> Result<ReliableStats> {
         self.check_open()?;
         self.ensure_settings().await?;
-        let (delayed, ready, in_flight, dead): (u64, u64, u64, u64) = self
-            .invocation(&scripts::RELIABLE_STATS)
-            .invoke_async(&mut self.commands())
-            .await?;
-        Ok(ReliableStats {
-            delayed,
-            ready,
-            in_flight,
-            dead,
-        })
+        let mut total = ReliableStats::default();
+        for s in futures_util::future::join_all((0..self.shard_count()).map(|shard| async move {
+            stats_of(&mut self.commands(), &self.shard_keys(shard)).await
+        }))
+        .await
+        {
+            let s = s?;
+            total.delayed += s.delayed;
+            total.ready += s.ready;
+            total.in_flight += s.in_flight;
+            total.dead += s.dead;
+        }
+        Ok(total)
     }
 
-    /// Up to `limit` messages from the dead letters (in no particular order).
+    /// Up to `limit` messages from the dead letters (in no particular order; shard after
+    /// shard on a sharded queue).
     pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>> {
         self.check_open()?;
         self.ensure_settings().await?;
-        let mut call = self.invocation(&scripts::RELIABLE_DEAD);
-        call.arg("list").arg(limit);
-        let rows: Vec<(String, u32, i64, Vec<u8>)> =
-            call.invoke_async(&mut self.commands()).await?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, attempts, died_at, payload)| DeadLetter {
-                id,
-                payload,
-                attempts,
-                died_at,
-            })
-            .collect())
+        let mut out = Vec::new();
+        for shard in 0..self.shard_count() {
+            if out.len() >= limit {
+                break;
+            }
+            let keys = self.shard_keys(shard);
+            let mut call = invocation_on(&keys, &scripts::RELIABLE_DEAD);
+            call.arg("list").arg(limit - out.len());
+            let rows: Vec<(String, u32, i64, Vec<u8>)> =
+                call.invoke_async(&mut self.commands()).await?;
+            out.extend(
+                rows.into_iter()
+                    .map(|(id, attempts, died_at, payload)| DeadLetter {
+                        id,
+                        payload,
+                        attempts,
+                        died_at,
+                    }),
+            );
+        }
+        Ok(out)
     }
 
     /// Makes dead letters ready again, with their attempts reset: those with the given
@@ -869,27 +1336,35 @@ impl ReliableQueue {
         }
         self.ensure_settings().await?;
         let mut total = 0;
-        match ids {
-            Some(ids) => {
-                for chunk in ids.chunks(1000) {
-                    let mut call = self.invocation(&scripts::RELIABLE_DEAD);
-                    call.arg("requeue");
-                    for id in chunk {
-                        call.arg(id);
+        for shard in 0..self.shard_count() {
+            let keys = self.shard_keys(shard);
+            match ids {
+                // A dead letter offered with a shard key may be in any shard: every shard
+                // is asked for every id (each id is requeued where it is).
+                Some(ids) => {
+                    for chunk in ids.chunks(1000) {
+                        let mut call = invocation_on(&keys, &scripts::RELIABLE_DEAD);
+                        call.arg("requeue");
+                        for id in chunk {
+                            call.arg(id);
+                        }
+                        let n: u64 = call.invoke_async(&mut self.commands()).await?;
+                        total += n;
                     }
+                }
+                None => loop {
+                    let mut call = invocation_on(&keys, &scripts::RELIABLE_DEAD);
+                    call.arg("requeue");
                     let n: u64 = call.invoke_async(&mut self.commands()).await?;
                     total += n;
-                }
+                    if n == 0 {
+                        break;
+                    }
+                },
             }
-            None => loop {
-                let mut call = self.invocation(&scripts::RELIABLE_DEAD);
-                call.arg("requeue");
-                let n: u64 = call.invoke_async(&mut self.commands()).await?;
-                total += n;
-                if n == 0 {
-                    break;
-                }
-            },
+        }
+        if total > 0 {
+            self.ring();
         }
         Ok(total)
     }
@@ -898,21 +1373,47 @@ impl ReliableQueue {
     pub async fn purge_dead(&self) -> Result<u64> {
         self.check_open()?;
         self.ensure_settings().await?;
-        let mut call = self.invocation(&scripts::RELIABLE_DEAD);
-        call.arg("purge");
-        Ok(call.invoke_async(&mut self.commands()).await?)
+        let mut total = 0;
+        for shard in 0..self.shard_count() {
+            let keys = self.shard_keys(shard);
+            let mut call = invocation_on(&keys, &scripts::RELIABLE_DEAD);
+            call.arg("purge");
+            let n: u64 = call.invoke_async(&mut self.commands()).await?;
+            total += n;
+        }
+        Ok(total)
     }
 
-    /// Runs the transfer script now (promote, make ready, take back expired deliveries).
+    /// Runs the transfer script now (promote, make ready, take back expired deliveries),
+    /// on every shard.
     pub async fn transfer_now(&self) -> Result<TransferOutcome> {
         self.check_open()?;
         self.ensure_settings().await?;
-        transfer_due(
-            &mut self.commands(),
-            &self.inner.keys,
-            self.inner.opts.scheduler.batch_size,
-        )
-        .await
+        let mut total: Option<TransferOutcome> = None;
+        for shard in 0..self.shard_count() {
+            let o = transfer_due(
+                &mut self.commands(),
+                &self.shard_keys(shard),
+                self.inner.opts.scheduler.batch_size,
+            )
+            .await?;
+            total = Some(match total {
+                None => o,
+                Some(t) => TransferOutcome {
+                    moved: t.moved + o.moved,
+                    next_due: match (t.next_due, o.next_due) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    },
+                    now: t.now.max(o.now),
+                },
+            });
+        }
+        let total = total.expect("at least one shard");
+        if total.moved > 0 {
+            self.ring();
+        }
+        Ok(total)
     }
 
     /// Closes this handle at once: stops its share of the transfer task and fails later
@@ -936,10 +1437,13 @@ impl ReliableQueue {
         }
         let queue = self.clone();
         self.inner.handle.runtime().spawn(async move {
-            let mut call = queue.invocation(&scripts::RELIABLE_CONSUMERS);
-            call.arg("leave").arg(queue.inner.handle.client.consumer_name());
-            if let Err(e) = call.invoke_async::<u64>(&mut queue.commands()).await {
-                tracing::debug!(queue = %queue.name(), error = %e, "could not leave the consumer group");
+            for shard in 0..queue.shard_count() {
+                let keys = queue.shard_keys(shard);
+                let mut call = invocation_on(&keys, &scripts::RELIABLE_CONSUMERS);
+                call.arg("leave").arg(queue.inner.handle.client.consumer_name());
+                if let Err(e) = call.invoke_async::<u64>(&mut queue.commands()).await {
+                    tracing::debug!(queue = %queue.name(), error = %e, "could not leave the consumer group");
+                }
             }
         });
     }
@@ -961,27 +1465,132 @@ async fn create_group(conn: &mut (impl ConnectionLike + Send), stream: &str) -> 
     }
 }
 
+/// One XREADGROUP on the stream of shard `shard`: blocking for `block_ms`, or not at all.
 async fn read_group(
     conn: &mut (impl ConnectionLike + Send),
     queue: &ReliableQueue,
+    shard: u32,
     count: usize,
-    block_ms: u64,
+    block_ms: Option<u64>,
 ) -> Result<Option<Vec<Delivery>>> {
-    let reply: Value = redis::cmd("XREADGROUP")
-        .arg("GROUP")
+    let keys = queue.shard_keys(shard);
+    let mut cmd = redis::cmd("XREADGROUP");
+    cmd.arg("GROUP")
         .arg(GROUP)
         .arg(queue.inner.handle.client.consumer_name())
         .arg("COUNT")
-        .arg(count)
-        .arg("BLOCK")
-        .arg(block_ms)
+        .arg(count);
+    if let Some(ms) = block_ms {
+        cmd.arg("BLOCK").arg(ms);
+    }
+    let reply: Value = cmd
         .arg("STREAMS")
-        .arg(&queue.inner.keys.ready)
+        .arg(&keys.ready)
         .arg(">")
         .query_async(conn)
         .await?;
-    let deliveries = parse_read(reply, queue)?;
+    let deliveries = parse_read(reply, queue, shard)?;
     Ok((!deliveries.is_empty()).then_some(deliveries))
+}
+
+/// How long a sharded receive waits for the bell before it looks at every shard again:
+/// bounds the delay a lost bell can cause (the transfer tasks ring on every pass that
+/// moved messages; the subscriber resubscribes after a disconnect).
+const SWEEP_INTERVAL: Duration = Duration::from_millis(500);
+
+/// How long a shard whose read failed is first left out of receives; the rest doubles
+/// while the shard keeps failing, up to [`SHARD_REST_MAX`].
+const SHARD_REST: Duration = Duration::from_millis(500);
+const SHARD_REST_MAX: Duration = Duration::from_secs(4);
+
+/// The longest a sweep waits for one shard's (non-blocking) read: a master that is down
+/// must not hold up the others' shards for the client's whole response timeout.
+const SHARD_READ_LIMIT: Duration = Duration::from_secs(1);
+
+/// A receive on a sharded queue, for at most `wait`: looks at the shards in turn, from
+/// the one after where the previous receive started (so that no shard is starved), taking
+/// as many ready messages as are still wanted from each, without blocking on any; when
+/// none has any, waits for the queue's bell (one subscription per client, whatever the
+/// number of shards and masters) and looks again. XREADGROUP can block on several streams
+/// only within one cluster slot, and each shard is a slot of its own.
+async fn sweep_shards(
+    conn: &mut (impl ConnectionLike + Send),
+    queue: &ReliableQueue,
+    n: usize,
+    wait: Duration,
+    mut bell: tokio::sync::watch::Receiver<u64>,
+    visibility: Duration,
+) -> Result<Option<Vec<Delivery>>> {
+    let until = tokio::time::Instant::now() + wait;
+    let shards = queue.shard_count();
+    let options = queue.inner.handle.client.inner.conn.options();
+    let limit = options.response_timeout.min(SHARD_READ_LIMIT);
+    loop {
+        bell.borrow_and_update();
+        let first = queue.inner.rotation.fetch_add(1, Ordering::Relaxed) as u32 % shards;
+        let mut got: Vec<Delivery> = Vec::new();
+        let mut failed: Option<Error> = None;
+        for i in 0..shards {
+            if got.len() >= n {
+                break;
+            }
+            let shard = (first + i) % shards;
+            if queue.shard_rests(shard) {
+                continue;
+            }
+            let want = n - got.len();
+            let read = async {
+                let mut reply = read_group(conn, queue, shard, want, None).await;
+                if matches!(&reply, Err(e) if e.to_string().contains("NOGROUP")) {
+                    let ready = queue.shard_keys(shard).ready;
+                    reply = match create_group(conn, &ready).await {
+                        Ok(()) => read_group(conn, queue, shard, want, None).await,
+                        Err(e) => Err(e),
+                    };
+                }
+                if let Ok(Some(deliveries)) = &reply {
+                    start_leases(conn, queue, shard, deliveries, visibility).await;
+                }
+                reply
+            };
+            let reply = tokio::time::timeout(limit, read).await.unwrap_or_else(|_| {
+                Err(Error::Connection(format!(
+                    "no reply from shard {shard} within {limit:?}"
+                )))
+            });
+            match reply {
+                Ok(deliveries) => {
+                    queue.shard_answered(shard);
+                    got.extend(deliveries.unwrap_or_default());
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::Connection | ErrorKind::Timeout) => {
+                    // The other shards go on; this one rests a moment.
+                    tracing::debug!(queue = %queue.name(), shard, error = %e, "a shard could not be read; the others go on");
+                    queue.shard_failed(shard);
+                    failed.get_or_insert(e);
+                }
+                Err(e) if got.is_empty() => return Err(e),
+                Err(_) => break,
+            }
+        }
+        if !got.is_empty() {
+            return Ok(Some(got));
+        }
+        if let Some(e) = failed {
+            if (0..shards).all(|s| queue.shard_rests(s)) {
+                // Every shard failed: the caller retries on a fresh connection.
+                return Err(e);
+            }
+        }
+        let now = tokio::time::Instant::now();
+        if now >= until {
+            return Ok(None);
+        }
+        tokio::select! {
+            _ = bell.changed() => {}
+            _ = tokio::time::sleep((until - now).min(SWEEP_INTERVAL)) => {}
+        }
+    }
 }
 
 /// Starts the leases of deliveries just received (server clock) and sets their deadlines.
@@ -990,10 +1599,12 @@ async fn read_group(
 async fn start_leases(
     conn: &mut (impl ConnectionLike + Send),
     queue: &ReliableQueue,
+    shard: u32,
     deliveries: &[Delivery],
     visibility: Duration,
 ) {
-    let mut call = queue.invocation(&scripts::RELIABLE_LEASE);
+    let keys = queue.shard_keys(shard);
+    let mut call = invocation_on(&keys, &scripts::RELIABLE_LEASE);
     call.arg("start");
     for d in deliveries {
         call.arg(&d.receipt);
@@ -1019,7 +1630,7 @@ async fn start_leases(
 }
 
 /// Parses an XREADGROUP reply (RESP2 array or RESP3 map) into deliveries.
-fn parse_read(reply: Value, queue: &ReliableQueue) -> Result<Vec<Delivery>> {
+fn parse_read(reply: Value, queue: &ReliableQueue, shard: u32) -> Result<Vec<Delivery>> {
     let streams = match reply {
         Value::Nil => return Ok(Vec::new()),
         Value::Array(streams) => streams
@@ -1055,6 +1666,7 @@ fn parse_read(reply: Value, queue: &ReliableQueue) -> Result<Vec<Delivery>> {
             due_at: 0,
             deadline: Arc::new(AtomicI64::new(0)),
             receipt,
+            shard,
             queue: queue.clone(),
         };
         for (k, v) in fields {

@@ -126,6 +126,9 @@ pub(crate) enum Job {
         keys: ReliableKeys,
         /// When idle consumers were last removed from the group.
         tidied: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
+        /// A shard of a sharded queue: the queue's channel on which a pass that moved
+        /// messages rings, so that consumers waiting on every shard look again.
+        bell: Option<String>,
     },
 }
 
@@ -153,8 +156,15 @@ impl Job {
     ) -> Result<TransferOutcome> {
         match self {
             Job::Delayed(keys) => transfer_due(conn, keys, batch).await,
-            Job::Reliable { keys, tidied } => {
+            Job::Reliable { keys, tidied, bell } => {
                 let outcome = crate::reliable_queue::transfer_due(conn, keys, batch).await?;
+                if let (Some(bell), true) = (bell, outcome.moved > 0) {
+                    redis::cmd("PUBLISH")
+                        .arg(bell)
+                        .arg("")
+                        .query_async::<()>(conn)
+                        .await?;
+                }
                 let due = {
                     let mut last = tidied.lock().expect("tidy lock");
                     let due =

@@ -7,12 +7,13 @@
 //! - a worker runs the handler on one delivery at a time and, while it runs, extends the
 //!   delivery's lease every third of the visibility timeout, so a handler may run longer
 //!   than the timeout while its process lives; a lease found lost is logged;
-//! - acks go through one batcher: the acks that finish while one is in flight go together
-//!   in the next script call.
+//! - acks go through one batcher per shard: the acks that finish while one is in flight
+//!   go together in the next script call.
 //!
 //! A graceful close stops the receiver, lets running handlers finish (up to the deadline),
 //! settles them, gives back the buffered deliveries no handler started, then closes.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -26,38 +27,32 @@ use tokio::time::Instant;
 use super::{Delivery, ReliableQueue, MAX_RECEIVE};
 use crate::error::{Error, ErrorKind, Result};
 
-/// Acks of one consume call, batched.
+/// Acks of one consume call, batched: one batcher per shard, so that a shard whose master
+/// is down (a failover) does not hold up the acks of the others.
 #[derive(Clone)]
 struct Acker {
     tx: mpsc::UnboundedSender<(Delivery, oneshot::Sender<Result<bool>>)>,
 }
 
+type AckSender = mpsc::UnboundedSender<(Delivery, oneshot::Sender<Result<bool>>)>;
+
 impl Acker {
     fn spawn(queue: ReliableQueue, tasks: &mut JoinSet<()>) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<(Delivery, oneshot::Sender<Result<bool>>)>();
         tasks.spawn(async move {
-            while let Some(first) = rx.recv().await {
-                let mut batch = vec![first];
-                while batch.len() < 500 {
-                    match rx.try_recv() {
-                        Ok(next) => batch.push(next),
-                        Err(_) => break,
-                    }
-                }
-                let (deliveries, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-                match queue.ack_many(&deliveries).await {
-                    Ok(acked) => {
-                        for (reply, ok) in replies.into_iter().zip(acked) {
-                            let _ = reply.send(Ok(ok));
-                        }
-                    }
-                    Err(e) => {
-                        for reply in replies {
-                            let _ = reply.send(Err(e.clone()));
-                        }
-                    }
-                }
+            let mut batchers: HashMap<u32, AckSender> = HashMap::new();
+            let mut running = JoinSet::new();
+            while let Some((delivery, reply)) = rx.recv().await {
+                let shard = delivery.shard();
+                let batcher = batchers.entry(shard).or_insert_with(|| {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    running.spawn(batch_acks(queue.clone(), rx));
+                    tx
+                });
+                let _ = batcher.send((delivery, reply));
             }
+            drop(batchers);
+            drain(&mut running).await;
         });
         Acker { tx }
     }
@@ -69,6 +64,36 @@ impl Acker {
         }
         rx.await
             .unwrap_or_else(|_| Err(Error::Connection("the ack batcher stopped".into())))
+    }
+}
+
+/// Acks the deliveries of one shard: the acks that finish while one is in flight go
+/// together in the next script call.
+async fn batch_acks(
+    queue: ReliableQueue,
+    mut rx: mpsc::UnboundedReceiver<(Delivery, oneshot::Sender<Result<bool>>)>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < 500 {
+            match rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let (deliveries, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        match queue.ack_many(&deliveries).await {
+            Ok(acked) => {
+                for (reply, ok) in replies.into_iter().zip(acked) {
+                    let _ = reply.send(Ok(ok));
+                }
+            }
+            Err(e) => {
+                for reply in replies {
+                    let _ = reply.send(Err(e.clone()));
+                }
+            }
+        }
     }
 }
 

@@ -440,6 +440,47 @@ impl Cluster {
         })
     }
 
+    /// For a failover of the master `master_id`: the port of its replica, and of a node
+    /// that is neither (from which to watch the promotion), as the node on `any` sees them.
+    pub fn replica_and_survivor(&self, any: u16, master_id: &str) -> (u16, u16) {
+        let topology = self.topology(any);
+        let master = topology
+            .iter()
+            .find(|n| n.id == master_id)
+            .expect("the master")
+            .port;
+        let replica = topology
+            .iter()
+            .find(|n| n.master_id.as_deref() == Some(master_id))
+            .expect("the master's replica")
+            .port;
+        let survivor = self
+            .nodes
+            .iter()
+            .map(|n| n.port)
+            .find(|&p| p != master && p != replica)
+            .expect("a surviving node");
+        (replica, survivor)
+    }
+
+    /// Waits up to 30 s until, as the node on `survivor` sees it, `slot` is served by
+    /// the (promoted) node on `replica_port` and the cluster is `ok`. Returns how long it
+    /// took, or `None`.
+    pub async fn promoted(&self, survivor: u16, slot: u16, replica_port: u16) -> Option<Duration> {
+        crate::wait_for(
+            Duration::from_secs(30),
+            Duration::from_millis(50),
+            || async move {
+                tokio::task::block_in_place(|| {
+                    self.master_of_slot(survivor, slot)
+                        .is_some_and(|m| m.port == replica_port)
+                        && redis_cli(survivor, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+                })
+            },
+        )
+        .await
+    }
+
     /// The node process on `port`.
     pub fn node_mut(&mut self, port: u16) -> &mut Redis {
         self.nodes

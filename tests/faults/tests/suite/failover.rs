@@ -300,18 +300,7 @@ async fn cluster_master_killed_resumes_delivery_on_the_promoted_replica() {
                 .is_some_and(|m| m.id == doomed.id)
         })
         .expect("a reliable queue name on the doomed master");
-    let replica_port = cluster
-        .topology(any)
-        .into_iter()
-        .find(|n| n.master_id.as_deref() == Some(doomed.id.as_str()))
-        .expect("the doomed master's replica")
-        .port;
-    let survivor = cluster
-        .nodes
-        .iter()
-        .map(|n| n.port)
-        .find(|&p| p != doomed.port && p != replica_port)
-        .expect("a surviving node");
+    let (replica_port, survivor) = cluster.replica_and_survivor(any, &doomed.id);
     let mut seeds = vec![format!("redis://127.0.0.1:{}", doomed.port)];
     seeds.extend(
         cluster
@@ -338,20 +327,10 @@ async fn cluster_master_killed_resumes_delivery_on_the_promoted_replica() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let killed = Instant::now();
     tokio::task::block_in_place(|| cluster.node_mut(doomed.port).kill());
-    let view = &cluster;
-    let promoted = wait_for(
-        Duration::from_secs(30),
-        Duration::from_millis(50),
-        || async move {
-            tokio::task::block_in_place(|| {
-                view.master_of_slot(survivor, slot)
-                    .is_some_and(|m| m.port == replica_port)
-                    && redis_cli(survivor, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
-            })
-        },
-    )
-    .await
-    .map(|d| killed + d);
+    let promoted = cluster
+        .promoted(survivor, slot, replica_port)
+        .await
+        .map(|d| killed + d);
     if promoted.is_some() {
         // The old master comes back (empty, with its nodes.conf) and rejoins as a replica,
         // never to fail over itself: an empty node must never be promoted (see the

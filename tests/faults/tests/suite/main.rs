@@ -13,6 +13,7 @@ mod failover;
 mod network;
 mod partition;
 mod restart;
+mod shards;
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,344 @@
+//! A sharded ReliableQueue (SPEC section 12) on one redis-server, where the shards share
+//! the node: every message delivered once and never early whatever its shard, calls that
+//! take an id find its shard, counts and dead letters add the shards up, receives are
+//! fair, one shard keeps the unsharded layout, and the shard count of a queue holding
+//! messages cannot change. The cluster runs are in tests/faults (`shards.rs`).
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::RedisServer;
+use delayq::keys::{shard_for, ReliableKeys};
+use delayq::{Backoff, Client, ErrorKind, ReliableQueueOptions, ReliableStats};
+
+const WAIT: Option<Duration> = Some(Duration::from_secs(5));
+
+/// Payload, delay, id, shard key.
+type Offer<'a> = (Vec<u8>, Duration, Option<&'a str>, Option<&'a str>);
+
+fn sharded(shards: u32) -> ReliableQueueOptions {
+    ReliableQueueOptions {
+        shards: Some(shards),
+        visibility_timeout: Some(Duration::from_secs(30)),
+        max_attempts: Some(3),
+        backoff: Some(Backoff::Schedule(vec![Duration::from_millis(20)])),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_message_is_delivered_once_and_on_time_from_eight_shards() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("spread", sharded(8)).unwrap();
+    let total = 2000usize;
+    let ids: Vec<String> = (0..total).map(|i| format!("job-{i}")).collect();
+    let before = c.server_time_ms().await.unwrap();
+    // Half with the caller's ids, a quarter generated, a quarter generated with shard keys;
+    // due now or up to 1.5 s ahead.
+    let mut expected: HashMap<String, u64> = HashMap::new();
+    let batch: Vec<Offer> = (0..total)
+        .map(|i| {
+            let delay = Duration::from_millis((i as u64 * 7) % 1500);
+            let id = (i % 2 == 0).then(|| ids[i].as_str());
+            let key = (i % 4 == 3).then_some(if i % 8 == 3 { "tenant-a" } else { "tenant-b" });
+            (format!("p{i}").into_bytes(), delay, id, key)
+        })
+        .collect();
+    let outcomes = q.offer_all_with_shard_keys(batch.clone()).await.unwrap();
+    for ((_, delay, _, _), o) in batch.iter().zip(&outcomes) {
+        assert!(o.created);
+        expected.insert(o.id.clone(), delay.as_millis() as u64);
+    }
+    // One shard key's messages share a shard.
+    let keyed: HashSet<u32> = batch
+        .iter()
+        .zip(&outcomes)
+        .filter(|((.., k), _)| *k == Some("tenant-a"))
+        .map(|(_, o)| shard_for(delayq::keys::id_shard_basis(&o.id), 8))
+        .collect();
+    assert_eq!(keyed.len(), 1, "generated ids name their shard key's shard");
+    let mut per_shard = [0usize; 8];
+    let mut seen: HashSet<String> = HashSet::new();
+    while seen.len() < total {
+        let got = q.receive_many(100, WAIT).await.unwrap();
+        assert!(!got.is_empty(), "stalled at {} of {total}", seen.len());
+        let now = c.server_time_ms().await.unwrap();
+        for d in &got {
+            let delay = expected[&d.id];
+            assert!(
+                d.due_at >= before + delay as i64 && now >= d.due_at,
+                "early"
+            );
+            assert!(seen.insert(d.id.clone()), "{} delivered twice", d.id);
+            assert_eq!(d.shard(), shard_for(delayq::keys::id_shard_basis(&d.id), 8));
+            per_shard[d.shard() as usize] += 1;
+        }
+        assert!(q.ack_many(&got).await.unwrap().iter().all(|a| *a));
+    }
+    assert_eq!(q.stats().await.unwrap(), ReliableStats::default());
+    // CRC32 spreads 2,000 ids over 8 shards: 250 each on average.
+    assert!(per_shard.iter().all(|&n| n > 150), "{per_shard:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_reschedule_and_deduplication_find_the_message_in_its_shard() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("byid", sharded(4)).unwrap();
+    let hour = Duration::from_secs(3600);
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        ids.push(q.offer(format!("g{i}"), hour, None).await.unwrap());
+        let mine = format!("mine-{i}");
+        assert!(
+            q.offer_with_outcome("m", hour, Some(&mine))
+                .await
+                .unwrap()
+                .created
+        );
+        assert!(
+            !q.offer_with_outcome("m", hour, Some(&mine))
+                .await
+                .unwrap()
+                .created
+        );
+        ids.push(mine);
+        let keyed = format!("keyed-{i}");
+        let o = q
+            .offer_with_shard_key("k", hour, Some(&keyed), Some("customer-7"))
+            .await
+            .unwrap();
+        assert!(o.created);
+        let again = q
+            .offer_with_shard_key("k", hour, Some(&keyed), Some("customer-7"))
+            .await
+            .unwrap();
+        assert!(!again.created, "de-duplicated in the key's shard");
+        ids.push(keyed);
+    }
+    assert_eq!(q.stats().await.unwrap().delayed, 120);
+    // Reschedule a third to now, cancel a third.
+    for (i, id) in ids.iter().enumerate() {
+        match i % 3 {
+            0 => assert!(q.reschedule(id, Duration::ZERO).await.unwrap(), "{id}"),
+            1 => assert!(q.cancel(id).await.unwrap(), "{id}"),
+            _ => {}
+        }
+    }
+    assert!(!q.cancel("nobody").await.unwrap());
+    assert!(!q.reschedule("nobody", hour).await.unwrap());
+    let mut got = HashSet::new();
+    while got.len() < 40 {
+        for d in q.receive_many(50, WAIT).await.unwrap() {
+            assert!(got.insert(d.id.clone()));
+            assert!(d.ack().await.unwrap());
+        }
+    }
+    let rescheduled: HashSet<String> = ids.iter().step_by(3).cloned().collect();
+    assert_eq!(got, rescheduled);
+    assert_eq!(q.stats().await.unwrap().delayed, 40);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stats_dead_letters_requeue_and_purge_add_up_the_shards() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let mut o = sharded(8);
+    o.max_attempts = Some(1);
+    let q = c.reliable_queue("dead", o).unwrap();
+    let ids: Vec<String> = (0..64).map(|i| format!("d{i}")).collect();
+    q.offer_all(
+        ids.iter()
+            .map(|id| ("x", Duration::ZERO, Some(id.as_str()))),
+    )
+    .await
+    .unwrap();
+    let mut n = 0;
+    while n < 64 {
+        for d in q.receive_many(64, WAIT).await.unwrap() {
+            assert!(d.nack(None).await.unwrap());
+            n += 1;
+        }
+    }
+    assert_eq!(
+        q.stats().await.unwrap(),
+        ReliableStats {
+            dead: 64,
+            ..Default::default()
+        }
+    );
+    let listed: HashSet<String> = q
+        .dead_letters(1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.id)
+        .collect();
+    assert_eq!(listed.len(), 64);
+    assert_eq!(q.dead_letters(10).await.unwrap().len(), 10);
+    assert_eq!(
+        q.requeue_dead(Some(&ids[..16])).await.unwrap(),
+        16,
+        "requeued by id"
+    );
+    assert_eq!(q.stats().await.unwrap().dead, 48);
+    assert_eq!(q.requeue_dead(None).await.unwrap(), 48);
+    let mut back = 0;
+    while back < 64 {
+        let got = q.receive_many(100, WAIT).await.unwrap();
+        back += got.len();
+        for d in got {
+            d.nack(None).await.unwrap();
+        }
+    }
+    assert_eq!(q.purge_dead().await.unwrap(), 64);
+    assert_eq!(q.stats().await.unwrap(), ReliableStats::default());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn receive_takes_from_every_shard_in_turn() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("fair", sharded(8)).unwrap();
+    // 500 ready messages in one shard, one in each of the others.
+    let busy: Vec<(String, Duration, Option<&str>, Option<&str>)> = (0..500)
+        .map(|i| (format!("busy{i}"), Duration::ZERO, None, Some("hot")))
+        .collect();
+    q.offer_all_with_shard_keys(busy).await.unwrap();
+    let hot = shard_for("hot", 8);
+    let mut lone = HashSet::new();
+    let mut k = 0;
+    while lone.len() < 7 {
+        let key = format!("cold-{k}");
+        k += 1;
+        if shard_for(&key, 8) == hot || lone.iter().any(|(_, s)| *s == shard_for(&key, 8)) {
+            continue;
+        }
+        q.offer_with_shard_key("lone", Duration::ZERO, None, Some(&key))
+            .await
+            .unwrap();
+        lone.insert((key.clone(), shard_for(&key, 8)));
+    }
+    // Eight single receives reach all eight shards, whatever the backlog of one.
+    let mut shards = HashSet::new();
+    for _ in 0..8 {
+        let d = q.receive(WAIT).await.unwrap().expect("a message");
+        shards.insert(d.shard());
+        d.ack().await.unwrap();
+    }
+    assert_eq!(shards.len(), 8, "{shards:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiting_consumer_gets_messages_of_any_shard_and_consume_runs_over_all() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("wait", sharded(8)).unwrap();
+    // The queue's settings are stored before the producer, which names none, starts.
+    assert_eq!(q.settings().await.unwrap().shards, 8);
+    let producer = Client::connect(&server.url()).await.unwrap();
+    let p = producer
+        .reliable_queue("wait", ReliableQueueOptions::default())
+        .unwrap();
+    // A receive already waiting on an empty queue gets messages due later, from any shard.
+    for i in 0..16 {
+        let waiting = {
+            let q = q.clone();
+            tokio::spawn(async move { q.receive(Some(Duration::from_secs(10))).await })
+        };
+        p.offer(format!("w{i}"), Duration::from_millis(50), None)
+            .await
+            .unwrap();
+        let d = waiting.await.unwrap().unwrap().expect("woken by the bell");
+        assert_eq!(d.payload, format!("w{i}").into_bytes());
+        d.ack().await.unwrap();
+    }
+    // consume over all shards.
+    let done = Arc::new(Mutex::new(HashSet::new()));
+    let total = 1000;
+    p.offer_all((0..total).map(|i| (format!("c{i}"), Duration::from_millis(i % 300), None)))
+        .await
+        .unwrap();
+    let consumer = {
+        let (q, done) = (q.clone(), done.clone());
+        tokio::spawn(async move {
+            q.consume(
+                move |d| {
+                    let done = done.clone();
+                    async move {
+                        assert!(done.lock().unwrap().insert(d.id.clone()), "twice");
+                        Ok::<(), String>(())
+                    }
+                },
+                20,
+            )
+            .await
+        })
+    };
+    assert!(
+        common::eventually(Duration::from_secs(20), || {
+            let q = q.clone();
+            async move { q.stats().await.unwrap() == ReliableStats::default() }
+        })
+        .await
+    );
+    assert_eq!(done.lock().unwrap().len(), total as usize);
+    q.close_gracefully(Duration::from_secs(5)).await.unwrap();
+    consumer.await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_shard_keeps_the_unsharded_layout_and_shards_stay_while_messages_do() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("layout", sharded(1)).unwrap();
+    q.offer("x", Duration::ZERO, Some("a")).await.unwrap();
+    let keys = server.cli(&["KEYS", "*"]);
+    assert!(
+        keys.lines().all(|k| k.starts_with("{dq:layout}:")),
+        "{keys}"
+    );
+    // Four shards on a queue that holds a message: refused, naming why.
+    let mut change = sharded(4);
+    change.update_settings = true;
+    let err = c
+        .reliable_queue("layout", change.clone())
+        .unwrap()
+        .stats()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("cannot change to 4"), "{err}");
+    // Emptied: allowed; every shard gets a copy of the settings.
+    q.transfer_now().await.unwrap();
+    q.receive(WAIT).await.unwrap().unwrap().ack().await.unwrap();
+    let q4 = c.reliable_queue("layout", change).unwrap();
+    assert_eq!(q4.settings().await.unwrap().shards, 4);
+    for s in 0..4 {
+        let k = ReliableKeys::shard("layout", s, 4).unwrap();
+        assert!(k.prefix.starts_with("{dq:layout:"), "{}", k.prefix);
+        assert_eq!(
+            server
+                .cli(&["HGET", &format!("{}settings", k.prefix), "max_attempts"])
+                .trim(),
+            "3"
+        );
+    }
+    assert_eq!(
+        server
+            .cli(&["HGET", "{dq:layout}:settings", "shards"])
+            .trim(),
+        "4"
+    );
+    // A handle naming nothing uses the stored four shards.
+    let plain = c
+        .reliable_queue("layout", ReliableQueueOptions::default())
+        .unwrap();
+    plain.offer("y", Duration::ZERO, Some("b")).await.unwrap();
+    let d = q4.receive(WAIT).await.unwrap().expect("from a shard");
+    assert_eq!(d.shard(), shard_for("b", 4));
+}
