@@ -25,6 +25,7 @@ mod delayed_queue;
 mod error;
 mod handle;
 pub mod keys;
+pub mod metrics;
 mod pubsub;
 mod reliable_queue;
 mod scheduler;

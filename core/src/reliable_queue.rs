@@ -29,6 +29,7 @@ use crate::delay::{check_value, delay_to_millis};
 use crate::error::{Error, Result};
 use crate::handle::Handle;
 use crate::keys::ReliableKeys;
+use crate::metrics::{self, Event, QueueKind::Reliable};
 use crate::scheduler::{SchedulerGuard, SchedulerOptions, TransferOutcome};
 use crate::scripts;
 
@@ -660,6 +661,8 @@ impl ReliableQueue {
                 created: created == 1,
             }));
         }
+        let created = out.iter().filter(|o| o.created).count() as u64;
+        metrics::record(Reliable, self.name(), Event::Offered(created));
         Ok(out)
     }
 
@@ -742,7 +745,15 @@ impl ReliableQueue {
                 },
             )
             .await?;
-        Ok(got.unwrap_or_default())
+        let got = got.unwrap_or_default();
+        metrics::record(Reliable, self.name(), Event::Delivered(got.len() as u64));
+        let vis_ms = visibility.as_millis() as i64;
+        metrics::record_lateness(
+            Reliable,
+            self.name(),
+            got.iter().map(|d| d.deadline() - vis_ms - d.due_at),
+        );
+        Ok(got)
     }
 
     /// Acks many deliveries in one round trip; returns, for each, whether its lease was
@@ -775,6 +786,11 @@ impl ReliableQueue {
             .await?;
         let acked: Vec<bool> = acked.into_iter().map(|n| n == 1).collect();
         let lost = acked.iter().filter(|a| !**a).count() as u64;
+        metrics::record(
+            Reliable,
+            self.name(),
+            Event::Acked(acked.len() as u64 - lost),
+        );
         if lost > 0 {
             self.inner.lost_leases.fetch_add(lost, Ordering::Relaxed);
             tracing::warn!(queue = %self.name(), lost, "acks found their delivery already ended (lease lost): that work may be done again");
@@ -812,6 +828,14 @@ impl ReliableQueue {
             .arg(format!("{jitter:.4}"))
             .arg(if count_attempt { "1" } else { "0" });
         let n: i64 = call.invoke_async(&mut self.commands()).await?;
+        if count_attempt {
+            let event = if n == 2 {
+                Event::Dead(1)
+            } else {
+                Event::Nacked(n as u64)
+            };
+            metrics::record(Reliable, self.name(), event);
+        }
         Ok(n != 0)
     }
 
