@@ -289,15 +289,13 @@ async fn fail(
     record: WebhookRecord,
 ) {
     tracing::debug!(queue = %queue.name(), id = %d.id, attempt = d.attempt, error = ?record.last_error, "webhook attempt failed");
-    if !record.url.is_empty() {
-        let json = serde_json::to_string(&record).expect("record to JSON");
-        if let Err(e) = state
-            .client
-            .query::<i64>(redis::cmd("HSET").arg(key).arg(&d.id).arg(json))
-            .await
-        {
-            tracing::warn!(queue = %queue.name(), error = %e, "could not record a webhook failure");
-        }
+    let json = serde_json::to_string(&record).expect("record to JSON");
+    if let Err(e) = state
+        .client
+        .query::<i64>(redis::cmd("HSET").arg(key).arg(&d.id).arg(json))
+        .await
+    {
+        tracing::warn!(queue = %queue.name(), error = %e, "could not record a webhook failure");
     }
     if let Err(e) = d.nack(None).await {
         tracing::warn!(queue = %queue.name(), id = %d.id, error = %e, "could not nack a failed webhook; it returns after its lease");
