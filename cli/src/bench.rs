@@ -42,6 +42,15 @@ pub struct BenchArgs {
     /// Offers per second in the reliable-consume lateness benchmark.
     #[arg(long, default_value_t = 1000)]
     consume_rate: u64,
+    /// Offers through the library and through HTTP in the serve benchmark.
+    #[arg(long, default_value_t = 20_000)]
+    serve_offers: u64,
+    /// Messages delivered to a local webhook endpoint in the serve benchmark.
+    #[arg(long, default_value_t = 5_000)]
+    webhooks: u64,
+    /// The service's webhook workers per queue in the serve benchmark.
+    #[arg(long, default_value_t = 8)]
+    webhook_concurrency: usize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -54,6 +63,7 @@ enum Which {
     Memory,
     Reliable,
     ReliableConsume,
+    Serve,
 }
 
 pub async fn run(url: &str, args: BenchArgs) -> Result<()> {
@@ -79,6 +89,16 @@ pub async fn run(url: &str, args: BenchArgs) -> Result<()> {
     }
     if w == Which::All || w == Which::ReliableConsume {
         reliable_consume(&client, url, &args).await?;
+    }
+    if w == Which::All || w == Which::Serve {
+        let opts = delayq_serve::bench::BenchOptions {
+            offers: args.serve_offers,
+            concurrency: args.concurrency as usize,
+            webhooks: args.webhooks,
+            webhook_concurrency: args.webhook_concurrency,
+            value_size: args.value_size,
+        };
+        delayq_serve::bench::run(&client, &opts).await?;
     }
     client.close();
     Ok(())

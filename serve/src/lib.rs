@@ -9,6 +9,7 @@
 
 mod api;
 mod auth;
+pub mod bench;
 mod dashboard;
 mod error;
 mod metrics;
