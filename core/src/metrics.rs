@@ -36,9 +36,9 @@ pub const TRANSFER_BUCKETS: [f64; 10] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum QueueKind {
     /// A Redisson-compatible [`crate::DelayedQueue`].
-    Delayed,
+    Delayed = 0,
     /// A [`crate::ReliableQueue`].
-    Reliable,
+    Reliable = 1,
 }
 
 impl QueueKind {
@@ -131,24 +131,20 @@ impl QueueCounters {
     }
 }
 
-type Registry = RwLock<HashMap<(QueueKind, String), Arc<QueueCounters>>>;
+/// Delayed queues' counters, then reliable queues', by name (looked up by `&str`, so
+/// counting an event allocates nothing once the queue has counters).
+type Registry = RwLock<[HashMap<String, Arc<QueueCounters>>; 2]>;
 
 static QUEUES: LazyLock<Registry> = LazyLock::new(Default::default);
 static CONNECTION_ERRORS: AtomicU64 = AtomicU64::new(0);
 static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 
 fn counters(kind: QueueKind, name: &str) -> Arc<QueueCounters> {
-    if let Some(c) = QUEUES
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&(kind, name.to_owned()))
-    {
+    if let Some(c) = QUEUES.read().unwrap_or_else(|e| e.into_inner())[kind as usize].get(name) {
         return c.clone();
     }
-    QUEUES
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry((kind, name.to_owned()))
+    QUEUES.write().unwrap_or_else(|e| e.into_inner())[kind as usize]
+        .entry(name.to_owned())
         .or_insert_with(|| Arc::new(QueueCounters::new()))
         .clone()
 }
@@ -260,11 +256,14 @@ pub struct Snapshot {
 
 /// Reads every counter of this process.
 pub fn snapshot() -> Snapshot {
-    let map = QUEUES.read().unwrap_or_else(|e| e.into_inner());
-    let mut queues: Vec<QueueSnapshot> = map
+    let maps = QUEUES.read().unwrap_or_else(|e| e.into_inner());
+    let kinds = [QueueKind::Delayed, QueueKind::Reliable];
+    let mut queues: Vec<QueueSnapshot> = kinds
         .iter()
-        .map(|((kind, name), c)| QueueSnapshot {
-            kind: *kind,
+        .zip(maps.iter())
+        .flat_map(|(kind, map)| map.iter().map(move |(name, c)| (*kind, name, c)))
+        .map(|(kind, name, c)| QueueSnapshot {
+            kind,
             name: name.clone(),
             offered: c.offered.load(Ordering::Relaxed),
             delivered: c.delivered.load(Ordering::Relaxed),
