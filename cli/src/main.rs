@@ -143,6 +143,10 @@ struct ServeArgs {
     /// Webhook requests in flight per queue.
     #[arg(long, default_value_t = 8)]
     webhook_concurrency: usize,
+    /// Webhook requests in flight for one queue, as NAME=N (repeatable); others get
+    /// --webhook-concurrency.
+    #[arg(long = "webhook-concurrency-of", value_name = "NAME=N")]
+    webhook_concurrency_of: Vec<String>,
     /// Do not deliver webhooks from this process.
     #[arg(long)]
     no_webhooks: bool,
@@ -298,7 +302,21 @@ async fn run(cli: Cli) -> delayq::Result<()> {
                     "--webhook-concurrency is 1 to 1000".into(),
                 ));
             }
+            let mut concurrency_of = std::collections::HashMap::new();
+            for spec in &args.webhook_concurrency_of {
+                let parsed = spec
+                    .rsplit_once('=')
+                    .and_then(|(name, n)| Some((name, n.parse::<usize>().ok()?)))
+                    .filter(|(name, n)| !name.is_empty() && (1..=1000).contains(n));
+                let Some((name, n)) = parsed else {
+                    return Err(delayq::Error::InvalidArgument(format!(
+                        "--webhook-concurrency-of takes NAME=N with N from 1 to 1000, got {spec:?}"
+                    )));
+                };
+                concurrency_of.insert(name.to_owned(), n);
+            }
             let config = delayq_serve::Config {
+                webhook_concurrency_of: concurrency_of,
                 listen: args.listen,
                 token: args.token.filter(|t| !t.is_empty()),
                 allow_unauthenticated: args.allow_unauthenticated,

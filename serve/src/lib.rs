@@ -42,6 +42,9 @@ pub struct Config {
     pub webhook_timeout: Duration,
     /// Webhook requests in flight per queue.
     pub webhook_concurrency: usize,
+    /// Webhook requests in flight for the queues named here, instead of
+    /// `webhook_concurrency`.
+    pub webhook_concurrency_of: std::collections::HashMap<String, usize>,
     /// Deliver webhooks at all (a second `serve` process may leave it to the first).
     pub webhooks: bool,
     /// Reliable queues to show on the dashboard and in `/metrics` besides those found.
@@ -59,6 +62,7 @@ impl Default for Config {
             webhook_secret: None,
             webhook_timeout: Duration::from_secs(10),
             webhook_concurrency: 8,
+            webhook_concurrency_of: Default::default(),
             webhooks: true,
             queues: Vec::new(),
             delayed_queues: Vec::new(),

@@ -15,8 +15,9 @@
 //! its record); any other status, an error or no answer within the timeout records the
 //! status and error and nacks it with the queue's back-off; after the queue's max attempts
 //! the nack buries it in the dead letters, where the record tells the last status and error.
-//! Each queue has its own workers (`--webhook-concurrency` of them), so a slow endpoint
-//! holds only its own queue's workers.
+//! Each queue has its own workers (`--webhook-concurrency` of them, or the number given to
+//! that queue with `--webhook-concurrency-of NAME=N`), so a slow endpoint holds only its
+//! own queue's workers.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -136,7 +137,14 @@ impl Webhooks {
         state.saw(true, name);
         let stop = state.stop.child_token();
         running.insert(name.to_owned(), stop.clone());
-        for _ in 0..state.config.webhook_concurrency.max(1) {
+        let workers = state
+            .config
+            .webhook_concurrency_of
+            .get(name)
+            .copied()
+            .unwrap_or(state.config.webhook_concurrency)
+            .max(1);
+        for _ in 0..workers {
             tokio::spawn(worker(
                 state.clone(),
                 self.http.clone(),
@@ -144,7 +152,7 @@ impl Webhooks {
                 stop.clone(),
             ));
         }
-        tracing::info!(queue = %name, workers = state.config.webhook_concurrency, "delivering to webhooks");
+        tracing::info!(queue = %name, workers, "delivering to webhooks");
     }
 }
 

@@ -232,8 +232,9 @@ async fn failures_retry_with_the_back_off_then_dead_letter_with_the_last_status(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_endpoint_times_out_and_other_queues_go_on() {
+    // The slow queue gets one worker (the others two): all of it is held by the hang.
     let env = Env::start(delayq_serve::Config {
-        webhook_concurrency: 1,
+        webhook_concurrency_of: [("slow".to_owned(), 1)].into(),
         ..hook_config()
     })
     .await;
