@@ -10,9 +10,11 @@ bash scripts/ensure-redis.sh
 step() { printf '\n==> %s (at %d s)\n' "$*" "$SECONDS"; }
 
 step "Rust: core and CLI"
-cargo test --workspace --exclude delayq-python --exclude delayq-node --exclude delayq-jvm 2>&1
+cargo test --workspace --exclude delayq-python --exclude delayq-node --exclude delayq-jvm --exclude delayq-serve 2>&1
 
-for part in faults python node jvm interop; do
+# Each suite starts its own servers on free loopback ports, so any of them may also be run
+# alone (bash scripts/test-serve.sh) or beside another.
+for part in serve faults python node jvm interop; do
   if [ -f "scripts/test-$part.sh" ]; then
     step "$part"
     bash "scripts/test-$part.sh"

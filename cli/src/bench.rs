@@ -49,6 +49,15 @@ pub struct BenchArgs {
     /// Shards of the queue on the cluster in the `shards` benchmark.
     #[arg(long, default_value_t = 8)]
     shards: u32,
+    /// Offers through the library and through HTTP in the serve benchmark.
+    #[arg(long, default_value_t = 20_000)]
+    serve_offers: u64,
+    /// Messages delivered to a local webhook endpoint in the serve benchmark.
+    #[arg(long, default_value_t = 5_000)]
+    webhooks: u64,
+    /// The service's webhook workers per queue in the serve benchmark.
+    #[arg(long, default_value_t = 8)]
+    webhook_concurrency: usize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -63,6 +72,7 @@ enum Which {
     ReliableConsume,
     /// One node with S=1 beside a cluster with S shards (needs --cluster-seeds).
     Shards,
+    Serve,
 }
 
 pub async fn run(url: &str, args: BenchArgs) -> Result<()> {
@@ -91,6 +101,16 @@ pub async fn run(url: &str, args: BenchArgs) -> Result<()> {
     }
     if w == Which::Shards {
         shards(&client, url, &args).await?;
+    }
+    if w == Which::All || w == Which::Serve {
+        let opts = delayq_serve::bench::BenchOptions {
+            offers: args.serve_offers,
+            concurrency: args.concurrency as usize,
+            webhooks: args.webhooks,
+            webhook_concurrency: args.webhook_concurrency,
+            value_size: args.value_size,
+        };
+        delayq_serve::bench::run(&client, &opts).await?;
     }
     client.close();
     Ok(())

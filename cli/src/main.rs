@@ -113,12 +113,56 @@ enum Command {
     Bench(bench::BenchArgs),
     /// The reliable queue (ack, retries, dead letters); see `delayq reliable --help`.
     Reliable(reliable::ReliableArgs),
+    /// Serve the queues on HTTP (REST API, webhooks, /metrics, dashboard); docs/serve.md.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    listen: std::net::SocketAddr,
+    /// Bearer token required by every mutating route (and the dashboard's buttons).
+    #[arg(long, env = "DELAYQ_TOKEN", hide_env_values = true, hide = true)]
+    token: Option<String>,
+    /// Without DELAYQ_TOKEN, allow mutating routes to anyone who can connect (otherwise
+    /// the service is read-only).
+    #[arg(long)]
+    allow_unauthenticated: bool,
+    /// Key of the webhooks' HMAC-SHA256 signature (header x-delayq-signature).
+    #[arg(
+        long,
+        env = "DELAYQ_WEBHOOK_SECRET",
+        hide_env_values = true,
+        hide = true
+    )]
+    webhook_secret: Option<String>,
+    /// How long a webhook endpoint may take to answer, in ms.
+    #[arg(long, default_value_t = 10_000)]
+    webhook_timeout_ms: u64,
+    /// Webhook requests in flight per queue.
+    #[arg(long, default_value_t = 8)]
+    webhook_concurrency: usize,
+    /// Webhook requests in flight for one queue, as NAME=N (repeatable); others get
+    /// --webhook-concurrency.
+    #[arg(long = "webhook-concurrency-of", value_name = "NAME=N")]
+    webhook_concurrency_of: Vec<String>,
+    /// Do not deliver webhooks from this process.
+    #[arg(long)]
+    no_webhooks: bool,
+    /// A reliable queue to show (besides those found by SCAN); repeatable.
+    #[arg(long = "queue", value_name = "NAME")]
+    queues: Vec<String>,
+    /// A Redisson-compatible delayed queue to show; repeatable.
+    #[arg(long = "delayed-queue", value_name = "NAME")]
+    delayed_queues: Vec<String>,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_filter = match cli.command {
         Command::Transfer { .. } => "delayq=debug",
+        Command::Serve(_) => "delayq=info,delayq_serve=info",
         _ => "delayq=warn",
     };
     tracing_subscriber::fmt()
@@ -252,6 +296,43 @@ async fn run(cli: Cli) -> delayq::Result<()> {
         }
         Command::Bench(args) => bench::run(&cli.url, args).await,
         Command::Reliable(args) => reliable::run(connect().await?, cli.base64, args).await,
+        Command::Serve(args) => {
+            if args.webhook_concurrency == 0 || args.webhook_concurrency > 1000 {
+                return Err(delayq::Error::InvalidArgument(
+                    "--webhook-concurrency is 1 to 1000".into(),
+                ));
+            }
+            let mut concurrency_of = std::collections::HashMap::new();
+            for spec in &args.webhook_concurrency_of {
+                let parsed = spec
+                    .rsplit_once('=')
+                    .and_then(|(name, n)| Some((name, n.parse::<usize>().ok()?)))
+                    .filter(|(name, n)| !name.is_empty() && (1..=1000).contains(n));
+                let Some((name, n)) = parsed else {
+                    return Err(delayq::Error::InvalidArgument(format!(
+                        "--webhook-concurrency-of takes NAME=N with N from 1 to 1000, got {spec:?}"
+                    )));
+                };
+                concurrency_of.insert(name.to_owned(), n);
+            }
+            let config = delayq_serve::Config {
+                webhook_concurrency_of: concurrency_of,
+                listen: args.listen,
+                token: args.token.filter(|t| !t.is_empty()),
+                allow_unauthenticated: args.allow_unauthenticated,
+                webhook_secret: args.webhook_secret.filter(|t| !t.is_empty()),
+                webhook_timeout: Duration::from_millis(args.webhook_timeout_ms.max(1)),
+                webhook_concurrency: args.webhook_concurrency,
+                webhooks: !args.no_webhooks,
+                queues: args.queues,
+                delayed_queues: args.delayed_queues,
+            };
+            let client = connect().await?;
+            let stop = interrupted();
+            let served = delayq_serve::run(client.clone(), config, stop).await;
+            client.close();
+            served.map_err(|e| delayq::Error::Connection(format!("could not serve: {e}")))
+        }
     }
 }
 

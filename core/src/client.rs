@@ -146,6 +146,15 @@ impl Client {
         Ok(secs * 1000 + micros / 1000)
     }
 
+    /// Runs one Redis command on the client's connection. For tools built on core that keep
+    /// keys of their own beside a queue's (`delayq serve` keeps webhook records in
+    /// `{dq:N}:webhook`); a queue's own keys are for its handles. Not part of the stable API.
+    #[doc(hidden)]
+    pub async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+        self.check_open()?;
+        Ok(cmd.query_async(&mut self.inner.conn.commands()).await?)
+    }
+
     /// The name this client uses as a consumer in reliable queues' consumer groups.
     pub(crate) fn consumer_name(&self) -> &str {
         &self.inner.consumer

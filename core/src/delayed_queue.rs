@@ -12,6 +12,7 @@ use crate::delay::{check_value, delay_to_millis};
 use crate::error::{Error, Result};
 use crate::handle::Handle;
 use crate::keys::DelayedKeys;
+use crate::metrics::{self, Event, QueueKind::Delayed};
 use crate::scheduler::{self, SchedulerGuard, SchedulerOptions, TransferOutcome};
 use crate::scripts;
 
@@ -90,6 +91,11 @@ impl QueueInner {
                 due.len()
             )));
         }
+        metrics::record(
+            Delayed,
+            &self.keys.destination,
+            Event::Offered(count as u64),
+        );
         Ok(due)
     }
 }
@@ -269,10 +275,16 @@ impl DelayedQueue {
     /// Takes the oldest due value if there is one, without waiting.
     pub async fn poll(&self) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
-        Ok(redis::cmd("LPOP")
+        let value: Option<Vec<u8>> = redis::cmd("LPOP")
             .arg(&self.inner.keys.destination)
             .query_async(&mut self.commands())
-            .await?)
+            .await?;
+        metrics::record(
+            Delayed,
+            self.name(),
+            Event::Delivered(value.is_some() as u64),
+        );
+        Ok(value)
     }
 
     /// Takes the oldest due value, waiting up to `timeout` (`None`: forever) for one.
@@ -315,6 +327,9 @@ impl DelayedQueue {
                 },
             )
             .await
+            .inspect(|v| {
+                metrics::record(Delayed, self.name(), Event::Delivered(v.is_some() as u64));
+            })
     }
 
     /// Counts of waiting, ready and corrupt entries.

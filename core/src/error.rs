@@ -94,6 +94,7 @@ impl From<redis::RedisError> for Error {
             return Error::WrongType(msg);
         }
         if e.is_timeout() {
+            crate::metrics::record_connection_error(true);
             return Error::Timeout(msg);
         }
         if e.is_io_error()
@@ -107,6 +108,7 @@ impl From<redis::RedisError> for Error {
                     | redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading)
             )
         {
+            crate::metrics::record_connection_error(false);
             return Error::Connection(msg);
         }
         Error::Server(msg)

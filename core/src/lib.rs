@@ -27,6 +27,7 @@ mod handle;
 pub mod handover;
 pub mod keys;
 pub mod logs;
+pub mod metrics;
 mod pubsub;
 mod reliable_queue;
 mod scheduler;

@@ -35,6 +35,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::handle::Handle;
 use crate::keys::{id_shard_basis, shard_for, ReliableKeys};
 use crate::scheduler::{Job, SchedulerGuard, SchedulerOptions, TransferOutcome};
+use crate::metrics::{self, Event, QueueKind::Reliable};
 use crate::scripts;
 
 /// Width of one time bucket of the wheel's finest level, in ms (a generated id names the
@@ -1077,10 +1078,13 @@ impl ReliableQueue {
         if checked.iter().any(|(_, delay_ms, ..)| *delay_ms == 0) {
             self.ring();
         }
-        Ok(out
+        let out: Vec<OfferOutcome> = out
             .into_iter()
             .map(|o| o.expect("every message written"))
-            .collect())
+            .collect();
+        let created = out.iter().filter(|o| o.created).count() as u64;
+        metrics::record(Reliable, self.name(), Event::Offered(created));
+        Ok(out)
     }
 
     /// Removes a message that no consumer has received yet; returns whether there was one.
@@ -1186,7 +1190,15 @@ impl ReliableQueue {
                 },
             )
             .await?;
-        Ok(got.unwrap_or_default())
+        let got = got.unwrap_or_default();
+        metrics::record(Reliable, self.name(), Event::Delivered(got.len() as u64));
+        let vis_ms = visibility.as_millis() as i64;
+        metrics::record_lateness(
+            Reliable,
+            self.name(),
+            got.iter().map(|d| d.deadline() - vis_ms - d.due_at),
+        );
+        Ok(got)
     }
 
     /// Acks many deliveries in one round trip; returns, for each, whether its lease was
@@ -1233,6 +1245,11 @@ impl ReliableQueue {
             next[i] += 1;
         }
         let lost = acked.iter().filter(|a| !**a).count() as u64;
+        metrics::record(
+            Reliable,
+            self.name(),
+            Event::Acked(acked.len() as u64 - lost),
+        );
         if lost > 0 {
             self.inner.lost_leases.fetch_add(lost, Ordering::Relaxed);
             tracing::warn!(queue = %self.name(), lost, "acks found their delivery already ended (lease lost): that work may be done again");
@@ -1275,6 +1292,14 @@ impl ReliableQueue {
         let n: i64 = call.invoke_async(&mut self.commands()).await?;
         if n == 1 && ms == 0 {
             self.ring();
+        }
+        if count_attempt {
+            let event = if n == 2 {
+                Event::Dead(1)
+            } else {
+                Event::Nacked(n as u64)
+            };
+            metrics::record(Reliable, self.name(), event);
         }
         Ok(n != 0)
     }

@@ -148,6 +148,19 @@ impl Job {
         }
     }
 
+    /// Counts one pass in [`crate::metrics`].
+    fn record(&self, took: Duration, ok: bool) {
+        use crate::metrics::{self, QueueKind};
+        let kind = match self {
+            Job::Delayed(_) => QueueKind::Delayed,
+            Job::Reliable { .. } => QueueKind::Reliable,
+        };
+        metrics::record_transfer(kind, self.name(), took);
+        if !ok {
+            metrics::record(kind, self.name(), metrics::Event::TransferError);
+        }
+    }
+
     /// Does all the work due now.
     pub(crate) async fn pass(
         &self,
@@ -241,12 +254,14 @@ async fn run(
     loop {
         // A panic in a pass (a bug, or a reply we did not expect) must not end the task.
         // Closing stops a pass in flight: its script either ran whole or not at all.
+        let started = std::time::Instant::now();
         let pass = tokio::select! {
             biased;
             _ = token.cancelled() => break,
             r = std::panic::AssertUnwindSafe(job.pass(&mut commands, opts.batch_size)).catch_unwind() => r,
         }
         .unwrap_or_else(|_| Err(crate::Error::Server("transfer pass panicked".into())));
+        job.record(started.elapsed(), pass.is_ok());
         let pause = match pass {
             Ok(outcome) => {
                 backoff.reset();

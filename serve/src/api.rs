@@ -1,0 +1,1027 @@
+//! The routes (SPEC section 13) and their OpenAPI document, generated from the handlers'
+//! annotations and served at `/openapi.json`.
+//!
+//! Payloads are bytes in core; in JSON a request gives either `payload` (a UTF-8 string,
+//! stored as its bytes) or `payload_base64` (standard base64, for binary payloads), and an
+//! answer always carries `payload_base64` and, when the bytes are valid UTF-8, `payload` too.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use utoipa::OpenApi;
+
+use crate::auth;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::state::{AppState, Held};
+use crate::webhook::{self, WebhookRecord};
+
+type AppStateRef = State<Arc<AppState>>;
+
+/// The largest request body (a payload of up to 12 MiB as base64, 16 MiB as text).
+pub(crate) const MAX_BODY: usize = 16 * 1024 * 1024;
+/// The most deliveries one receive returns.
+pub(crate) const MAX_RECEIVE_HTTP: usize = 100;
+/// The longest long poll.
+pub(crate) const MAX_WAIT_MS: u64 = 30_000;
+/// The most dead letters one listing returns.
+pub(crate) const MAX_DEAD_LIST: usize = 1000;
+
+pub(crate) fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/", get(crate::dashboard::index))
+        .route("/assets/{file}", get(crate::dashboard::asset))
+        .route("/openapi.json", get(openapi))
+        .route("/metrics", get(crate::metrics::metrics))
+        .route("/v1/server", get(server_info))
+        .route("/v1/queues", get(list_queues))
+        .route("/v1/queues/{name}", get(get_queue))
+        .route("/v1/queues/{name}/messages", post(offer))
+        .route(
+            "/v1/queues/{name}/messages/{id}",
+            axum::routing::delete(cancel),
+        )
+        .route(
+            "/v1/queues/{name}/messages/{id}/reschedule",
+            post(reschedule),
+        )
+        .route("/v1/queues/{name}/receive", post(receive))
+        .route("/v1/queues/{name}/deliveries/{delivery}/ack", post(ack))
+        .route("/v1/queues/{name}/deliveries/{delivery}/nack", post(nack))
+        .route(
+            "/v1/queues/{name}/deliveries/{delivery}/extend",
+            post(extend),
+        )
+        .route(
+            "/v1/queues/{name}/dead",
+            get(dead_letters).delete(purge_dead),
+        )
+        .route("/v1/queues/{name}/dead/requeue", post(requeue_dead))
+        .route("/v1/delayed/{name}", get(get_delayed))
+        .route("/v1/delayed/{name}/messages", post(delayed_offer))
+        .route("/v1/delayed/{name}/take", post(delayed_take))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+/// Parses a JSON body; an empty body is `{}`. Errors are 400 `invalid_argument`.
+fn body<T: DeserializeOwned>(bytes: &Bytes) -> ApiResult<T> {
+    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        bytes
+    };
+    serde_json::from_slice(bytes).map_err(|e| ApiError::invalid(format!("bad JSON body: {e}")))
+}
+
+fn payload_of(text: Option<String>, b64: Option<String>) -> ApiResult<Vec<u8>> {
+    let bytes = match (text, b64) {
+        (Some(t), None) => t.into_bytes(),
+        (None, Some(b)) => base64::engine::general_purpose::STANDARD
+            .decode(b.trim())
+            .map_err(|e| ApiError::invalid(format!("payload_base64 is not base64: {e}")))?,
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid(
+                "give payload or payload_base64, not both",
+            ))
+        }
+        (None, None) => return Err(ApiError::invalid("payload or payload_base64 is required")),
+    };
+    delayq::delay::check_value(&bytes)?;
+    Ok(bytes)
+}
+
+fn delay_of(ms: u64) -> ApiResult<Duration> {
+    let d = Duration::from_millis(ms);
+    delayq::delay::delay_to_millis(d)?;
+    Ok(d)
+}
+
+fn check_id(id: &str) -> ApiResult<()> {
+    if id.is_empty() || id.len() > delayq::MAX_ID_LEN {
+        return Err(ApiError::invalid(format!(
+            "a message id is 1 to {} bytes of UTF-8",
+            delayq::MAX_ID_LEN
+        )));
+    }
+    Ok(())
+}
+
+/// A payload in an answer.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct Payload {
+    /// The payload as text, when it is valid UTF-8.
+    payload: Option<String>,
+    /// The payload as standard base64.
+    payload_base64: String,
+}
+
+impl Payload {
+    fn of(bytes: &[u8]) -> Self {
+        Payload {
+            payload: std::str::from_utf8(bytes).ok().map(str::to_owned),
+            payload_base64: base64::engine::general_purpose::STANDARD.encode(bytes),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- server, listing
+
+/// What the dashboard needs to know about the service.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct ServerInfo {
+    version: &'static str,
+    /// Mutating routes are refused (no token configured, no `--allow-unauthenticated`).
+    read_only: bool,
+    /// Mutating routes need `Authorization: Bearer <token>`.
+    token_required: bool,
+    /// This process delivers webhooks.
+    webhooks: bool,
+    /// The Redis server's clock (Unix ms), as estimated by the service.
+    server_time: i64,
+}
+
+#[utoipa::path(get, path = "/v1/server", tag = "service",
+    responses((status = 200, body = ServerInfo)))]
+async fn server_info(State(state): AppStateRef) -> Json<ServerInfo> {
+    Json(ServerInfo {
+        version: env!("CARGO_PKG_VERSION"),
+        read_only: state.config.token.is_none() && !state.config.allow_unauthenticated,
+        token_required: state.config.token.is_some(),
+        webhooks: state.config.webhooks,
+        server_time: state.server_now_ms(),
+    })
+}
+
+#[utoipa::path(get, path = "/openapi.json", tag = "service",
+    responses((status = 200, description = "This document")))]
+async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
+
+/// Counts of a reliable queue in Redis.
+#[derive(Serialize, utoipa::ToSchema, Default, Clone, Copy)]
+pub(crate) struct Counts {
+    pub(crate) delayed: u64,
+    pub(crate) ready: u64,
+    pub(crate) in_flight: u64,
+    pub(crate) dead: u64,
+}
+
+/// What this server process counted for a queue since it started (core's
+/// `delayq::metrics`); rates are their differences over time.
+#[derive(Serialize, utoipa::ToSchema, Default)]
+pub(crate) struct Totals {
+    offered: u64,
+    delivered: u64,
+    acked: u64,
+    nacked: u64,
+    dead: u64,
+    /// Lateness histogram: `[upper bound in seconds, count at or below]`, cumulative.
+    lateness_buckets: Vec<(f64, u64)>,
+    lateness_count: u64,
+    lateness_sum_seconds: f64,
+}
+
+fn totals(kind: delayq::metrics::QueueKind, name: &str) -> Totals {
+    let m = delayq::metrics::queue(kind, name);
+    Totals {
+        offered: m.offered,
+        delivered: m.delivered,
+        acked: m.acked,
+        nacked: m.nacked,
+        dead: m.dead,
+        lateness_buckets: m.lateness.buckets,
+        lateness_count: m.lateness.count,
+        lateness_sum_seconds: m.lateness.sum_seconds,
+    }
+}
+
+/// A reliable queue in the listing.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct QueueSummary {
+    name: String,
+    counts: Option<Counts>,
+    totals: Totals,
+    /// Why the counts could not be read.
+    error: Option<String>,
+}
+
+/// Counts of a delayed (Redisson-compatible) queue in Redis.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct DelayedCounts {
+    pub(crate) delayed: u64,
+    pub(crate) ready: u64,
+    pub(crate) corrupt: u64,
+}
+
+/// A delayed queue in the listing.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct DelayedSummary {
+    name: String,
+    counts: Option<DelayedCounts>,
+    totals: Totals,
+    error: Option<String>,
+}
+
+/// Every queue the service knows: found by `SCAN` (every 30 s), named with `--queue` /
+/// `--delayed-queue`, or used through it.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct QueueList {
+    reliable: Vec<QueueSummary>,
+    delayed: Vec<DelayedSummary>,
+    /// The Redis server's clock (Unix ms), as estimated by the service.
+    server_time: i64,
+}
+
+pub(crate) async fn reliable_counts(state: &AppState, name: &str) -> Result<Counts, String> {
+    let q = state.reliable(name).map_err(|e| e.to_string())?;
+    let s = q.stats().await.map_err(|e| e.to_string())?;
+    Ok(Counts {
+        delayed: s.delayed,
+        ready: s.ready,
+        in_flight: s.in_flight,
+        dead: s.dead,
+    })
+}
+
+pub(crate) async fn delayed_counts(state: &AppState, name: &str) -> Result<DelayedCounts, String> {
+    let q = state.delayed(name).map_err(|e| e.to_string())?;
+    let s = q.stats().await.map_err(|e| e.to_string())?;
+    Ok(DelayedCounts {
+        delayed: s.delayed,
+        ready: s.ready,
+        corrupt: s.corrupt,
+    })
+}
+
+pub(crate) async fn gather(state: &AppState) -> QueueList {
+    use delayq::metrics::QueueKind;
+    let (reliable, delayed) = state.known();
+    let r = futures_util::future::join_all(reliable.into_iter().map(|name| async move {
+        let c = reliable_counts(state, &name).await;
+        QueueSummary {
+            totals: totals(QueueKind::Reliable, &name),
+            counts: c.as_ref().ok().copied(),
+            error: c.err(),
+            name,
+        }
+    }));
+    let d = futures_util::future::join_all(delayed.into_iter().map(|name| async move {
+        let c = delayed_counts(state, &name).await;
+        DelayedSummary {
+            totals: totals(QueueKind::Delayed, &name),
+            error: c.as_ref().err().cloned(),
+            counts: c.ok(),
+            name,
+        }
+    }));
+    let (reliable, delayed) = futures_util::join!(r, d);
+    QueueList {
+        reliable,
+        delayed,
+        server_time: state.server_now_ms(),
+    }
+}
+
+#[utoipa::path(get, path = "/v1/queues", tag = "queues",
+    responses((status = 200, body = QueueList)))]
+async fn list_queues(State(state): AppStateRef) -> Json<QueueList> {
+    Json(gather(&state).await)
+}
+
+// ---------------------------------------------------------------- reliable queue
+
+/// The settings of a reliable queue, as stored with it in Redis.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct Settings {
+    visibility_timeout_ms: u64,
+    max_attempts: u32,
+    /// `exponential BASE_MS MAX_MS` or `schedule MS MS ...`.
+    backoff: String,
+    shards: u32,
+    /// None: dead letters are kept until requeued or purged.
+    dead_letter_retention_ms: Option<u64>,
+    /// None: acked ids are forgotten at once.
+    idempotency_retention_ms: Option<u64>,
+}
+
+fn settings_json(s: &delayq::ReliableSettings) -> Settings {
+    let backoff = match &s.backoff {
+        delayq::Backoff::Exponential { base, max } => {
+            format!("exponential {} {}", base.as_millis(), max.as_millis())
+        }
+        delayq::Backoff::Schedule(d) => {
+            let mut t = "schedule".to_owned();
+            for d in d {
+                t.push_str(&format!(" {}", d.as_millis()));
+            }
+            t
+        }
+    };
+    Settings {
+        visibility_timeout_ms: s.visibility_timeout.as_millis() as u64,
+        max_attempts: s.max_attempts,
+        backoff,
+        shards: s.shards,
+        dead_letter_retention_ms: s.dead_letter_retention.map(|d| d.as_millis() as u64),
+        idempotency_retention_ms: s.idempotency_retention.map(|d| d.as_millis() as u64),
+    }
+}
+
+/// A reliable queue: its stored settings and counts.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct QueueInfo {
+    name: String,
+    settings: Settings,
+    counts: Counts,
+    /// What this server process counted for it.
+    totals: Totals,
+}
+
+#[utoipa::path(get, path = "/v1/queues/{name}", tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    responses((status = 200, body = QueueInfo), (status = 400, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn get_queue(
+    State(state): AppStateRef,
+    Path(name): Path<String>,
+) -> ApiResult<Json<QueueInfo>> {
+    let q = state.reliable(&name)?;
+    let settings = q.settings().await?;
+    let s = q.stats().await?;
+    Ok(Json(QueueInfo {
+        settings: settings_json(&settings),
+        counts: Counts {
+            delayed: s.delayed,
+            ready: s.ready,
+            in_flight: s.in_flight,
+            dead: s.dead,
+        },
+        totals: totals(delayq::metrics::QueueKind::Reliable, &name),
+        name,
+    }))
+}
+
+/// A message to offer. Give `payload` or `payload_base64`.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OfferRequest {
+    /// The payload as UTF-8 text.
+    payload: Option<String>,
+    /// The payload as standard base64 (binary payloads).
+    payload_base64: Option<String>,
+    /// Delay before it is due, in ms (default 0).
+    #[serde(default)]
+    delay_ms: u64,
+    /// Your id (1 to 256 bytes): an offer with an id still waiting or in flight creates
+    /// nothing (`created: false`). Default: a generated one.
+    id: Option<String>,
+    /// POST the message to this http(s) URL when due (see docs/serve.md, webhooks).
+    callback_url: Option<String>,
+}
+
+/// What an offer did.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct OfferResponse {
+    id: String,
+    /// False when a message with this id was already there (nothing changed).
+    created: bool,
+    /// When it is due (Unix ms, Redis server clock): the service's estimate, within a few
+    /// ms; for a de-duplicated offer, when this offer would have been due.
+    due_at: i64,
+}
+
+#[utoipa::path(post, path = "/v1/queues/{name}/messages", tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    request_body = OfferRequest, security(("bearer" = [])),
+    responses((status = 201, body = OfferResponse, description = "Created"),
+        (status = 200, body = OfferResponse, description = "De-duplicated by id"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn offer(
+    State(state): AppStateRef,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> ApiResult<(StatusCode, Json<OfferResponse>)> {
+    auth::check(&state, &headers)?;
+    let req: OfferRequest = body(&raw)?;
+    let payload = payload_of(req.payload, req.payload_base64)?;
+    let delay = delay_of(req.delay_ms)?;
+    if let Some(id) = &req.id {
+        check_id(id)?;
+    }
+    let callback = match &req.callback_url {
+        Some(u) => {
+            let url =
+                url::Url::parse(u).map_err(|e| ApiError::invalid(format!("callback_url: {e}")))?;
+            if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+                return Err(ApiError::invalid(
+                    "callback_url must be an http or https URL",
+                ));
+            }
+            Some(url.to_string())
+        }
+        None => None,
+    };
+    let q = state.reliable(&name)?;
+    // A message for a webhook gets its id here, so that its record is written before the
+    // message exists (a delay of 0 could otherwise reach a worker first).
+    let id = match (&req.id, &callback) {
+        (Some(id), _) => Some(id.clone()),
+        (None, Some(_)) => Some(format!("wh-{:032x}", rand::random::<u128>())),
+        (None, None) => None,
+    };
+    if let (Some(url), Some(id)) = (&callback, &id) {
+        let record = WebhookRecord {
+            url: url.clone(),
+            attempts: 0,
+            last_status: None,
+            last_error: None,
+        };
+        state
+            .client
+            .query::<i64>(
+                redis::cmd("HSET")
+                    .arg(webhook::record_key(&name))
+                    .arg(id)
+                    .arg(serde_json::to_string(&record).expect("record to JSON")),
+            )
+            .await?;
+        state.webhooks.register(&state, &name).await?;
+    }
+    let before = state.server_now_ms();
+    let outcome = q.offer_with_outcome(payload, delay, id.as_deref()).await?;
+    state.saw(true, &name);
+    let status = if outcome.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        Json(OfferResponse {
+            id: outcome.id,
+            created: outcome.created,
+            due_at: before + req.delay_ms as i64,
+        }),
+    ))
+}
+
+/// A message was cancelled.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct CancelResponse {
+    cancelled: bool,
+}
+
+#[utoipa::path(delete, path = "/v1/queues/{name}/messages/{id}", tag = "queues",
+    params(("name" = String, Path), ("id" = String, Path, description = "Message id")),
+    security(("bearer" = [])),
+    responses((status = 200, body = CancelResponse),
+        (status = 404, body = ErrorBody, description = "No waiting message with this id"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn cancel(
+    State(state): AppStateRef,
+    Path((name, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult<Json<CancelResponse>> {
+    auth::check(&state, &headers)?;
+    check_id(&id)?;
+    let q = state.reliable(&name)?;
+    if !q.cancel(&id).await? {
+        return Err(ApiError::not_found(format!(
+            "no message {id:?} waiting in queue {name:?} (received, done, or never offered)"
+        )));
+    }
+    let _ = state
+        .client
+        .query::<i64>(redis::cmd("HDEL").arg(webhook::record_key(&name)).arg(&id))
+        .await;
+    Ok(Json(CancelResponse { cancelled: true }))
+}
+
+/// A new delay for a waiting message.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RescheduleRequest {
+    /// Due this many ms from now.
+    delay_ms: u64,
+}
+
+/// A message was rescheduled.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct RescheduleResponse {
+    rescheduled: bool,
+    /// The new due time (Unix ms, the service's estimate of the server clock).
+    due_at: i64,
+}
+
+#[utoipa::path(post, path = "/v1/queues/{name}/messages/{id}/reschedule", tag = "queues",
+    params(("name" = String, Path), ("id" = String, Path, description = "Message id")),
+    request_body = RescheduleRequest, security(("bearer" = [])),
+    responses((status = 200, body = RescheduleResponse),
+        (status = 404, body = ErrorBody, description = "No waiting message with this id"),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn reschedule(
+    State(state): AppStateRef,
+    Path((name, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> ApiResult<Json<RescheduleResponse>> {
+    auth::check(&state, &headers)?;
+    let req: RescheduleRequest = body(&raw)?;
+    check_id(&id)?;
+    let delay = delay_of(req.delay_ms)?;
+    let q = state.reliable(&name)?;
+    let before = state.server_now_ms();
+    if !q.reschedule(&id, delay).await? {
+        return Err(ApiError::not_found(format!(
+            "no message {id:?} waiting in queue {name:?}"
+        )));
+    }
+    Ok(Json(RescheduleResponse {
+        rescheduled: true,
+        due_at: before + req.delay_ms as i64,
+    }))
+}
+
+/// A long poll for ready messages.
+#[derive(Deserialize, utoipa::ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReceiveRequest {
+    /// At most this many deliveries (1 to 100, default 1).
+    max: Option<usize>,
+    /// Wait up to this many ms for the first (0 to 30000, default 0: answer at once).
+    wait_ms: Option<u64>,
+}
+
+/// A message received: ack, nack or extend it by `delivery_id` before `deadline`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct DeliveryJson {
+    /// Names this delivery in `/deliveries/{delivery_id}/...` (on this service process).
+    delivery_id: String,
+    id: String,
+    #[serde(flatten)]
+    payload: Payload,
+    /// 1 for the first delivery.
+    attempt: u32,
+    /// When the message came due (Unix ms, server clock).
+    due_at: i64,
+    /// When the lease ends (Unix ms, server clock): after it, the message is delivered again.
+    deadline: i64,
+}
+
+/// Deliveries (an empty list when none came within `wait_ms`).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct ReceiveResponse {
+    deliveries: Vec<DeliveryJson>,
+}
+
+#[utoipa::path(post, path = "/v1/queues/{name}/receive", tag = "deliveries",
+    params(("name" = String, Path)), request_body = ReceiveRequest, security(("bearer" = [])),
+    responses((status = 200, body = ReceiveResponse),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn receive(
+    State(state): AppStateRef,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> ApiResult<Json<ReceiveResponse>> {
+    auth::check(&state, &headers)?;
+    let req: ReceiveRequest = body(&raw)?;
+    let max = req.max.unwrap_or(1);
+    if !(1..=MAX_RECEIVE_HTTP).contains(&max) {
+        return Err(ApiError::invalid(format!("max is 1 to {MAX_RECEIVE_HTTP}")));
+    }
+    let wait = req.wait_ms.unwrap_or(0);
+    if wait > MAX_WAIT_MS {
+        return Err(ApiError::invalid(format!("wait_ms is 0 to {MAX_WAIT_MS}")));
+    }
+    let q = state.reliable(&name)?;
+    // If the client goes away mid-wait, this future is dropped and core gives back what
+    // the server was handing over (receive is cancel-safe).
+    let got = q
+        .receive_many(max, Some(Duration::from_millis(wait)))
+        .await?;
+    state.saw(true, &name);
+    let mut held = state.held.lock().unwrap();
+    let deliveries = got
+        .into_iter()
+        .map(|d| {
+            let delivery_id = format!("{:032x}", rand::random::<u128>());
+            let json = DeliveryJson {
+                delivery_id: delivery_id.clone(),
+                id: d.id.clone(),
+                payload: Payload::of(&d.payload),
+                attempt: d.attempt,
+                due_at: d.due_at,
+                deadline: d.deadline(),
+            };
+            held.insert(
+                delivery_id,
+                Held {
+                    queue: name.clone(),
+                    delivery: d,
+                },
+            );
+            json
+        })
+        .collect();
+    Ok(Json(ReceiveResponse { deliveries }))
+}
+
+fn held(state: &AppState, name: &str, delivery: &str) -> ApiResult<delayq::Delivery> {
+    let map = state.held.lock().unwrap();
+    match map.get(delivery) {
+        Some(h) if h.queue == name => Ok(h.delivery.clone()),
+        _ => Err(ApiError::not_found(format!(
+            "no delivery {delivery:?} of queue {name:?} on this service (unknown, or forgotten {} s after its lease ended)",
+            crate::state::FORGET_AFTER.as_secs()
+        ))),
+    }
+}
+
+/// Whether an ack found the lease still held.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct AckResponse {
+    /// False: the lease had ended (the message may be processed again elsewhere).
+    acked: bool,
+}
+
+#[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{delivery_id}/ack", tag = "deliveries",
+    params(("name" = String, Path), ("delivery_id" = String, Path)), security(("bearer" = [])),
+    responses((status = 200, body = AckResponse), (status = 404, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn ack(
+    State(state): AppStateRef,
+    Path((name, delivery)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult<Json<AckResponse>> {
+    auth::check(&state, &headers)?;
+    let d = held(&state, &name, &delivery)?;
+    let acked = d.ack().await?;
+    state.held.lock().unwrap().remove(&delivery);
+    Ok(Json(AckResponse { acked }))
+}
+
+/// A nack: retry after `delay_ms`, or after the queue's back-off when absent.
+#[derive(Deserialize, utoipa::ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NackRequest {
+    delay_ms: Option<u64>,
+}
+
+/// Whether a nack found the lease still held.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct NackResponse {
+    nacked: bool,
+}
+
+#[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{delivery_id}/nack", tag = "deliveries",
+    params(("name" = String, Path), ("delivery_id" = String, Path)),
+    request_body = NackRequest, security(("bearer" = [])),
+    responses((status = 200, body = NackResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn nack(
+    State(state): AppStateRef,
+    Path((name, delivery)): Path<(String, String)>,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> ApiResult<Json<NackResponse>> {
+    auth::check(&state, &headers)?;
+    let req: NackRequest = body(&raw)?;
+    let delay = req.delay_ms.map(delay_of).transpose()?;
+    let d = held(&state, &name, &delivery)?;
+    let nacked = d.nack(delay).await?;
+    state.held.lock().unwrap().remove(&delivery);
+    Ok(Json(NackResponse { nacked }))
+}
+
+/// A new end of the lease, `duration_ms` from now.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ExtendRequest {
+    duration_ms: u64,
+}
+
+/// Whether the lease was still held, and its new end.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct ExtendResponse {
+    extended: bool,
+    deadline: i64,
+}
+
+#[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{delivery_id}/extend", tag = "deliveries",
+    params(("name" = String, Path), ("delivery_id" = String, Path)),
+    request_body = ExtendRequest, security(("bearer" = [])),
+    responses((status = 200, body = ExtendResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn extend(
+    State(state): AppStateRef,
+    Path((name, delivery)): Path<(String, String)>,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> ApiResult<Json<ExtendResponse>> {
+    auth::check(&state, &headers)?;
+    let req: ExtendRequest = body(&raw)?;
+    let duration = delay_of(req.duration_ms)?;
+    let d = held(&state, &name, &delivery)?;
+    let extended = d.extend(duration).await?;
+    Ok(Json(ExtendResponse {
+        extended,
+        deadline: d.deadline(),
+    }))
+}
+
+/// A dead letter.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct DeadLetterJson {
+    id: String,
+    #[serde(flatten)]
+    payload: Payload,
+    /// Deliveries it had.
+    attempts: u32,
+    /// When it was buried (Unix ms, server clock).
+    died_at: i64,
+    /// For a webhook message: its URL and the last attempt's status and error.
+    webhook: Option<WebhookRecord>,
+}
+
+/// Dead letters, in no particular order.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct DeadLetters {
+    dead_letters: Vec<DeadLetterJson>,
+}
+
+#[utoipa::path(get, path = "/v1/queues/{name}/dead", tag = "dead letters",
+    params(("name" = String, Path), ("limit" = Option<usize>, Query, description = "1 to 1000, default 100")),
+    responses((status = 200, body = DeadLetters), (status = 400, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn dead_letters(
+    State(state): AppStateRef,
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<DeadLetters>> {
+    let mut limit = 100;
+    for pair in query
+        .as_deref()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        match pair.split_once('=') {
+            Some(("limit", v)) => {
+                limit = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=MAX_DEAD_LIST).contains(n))
+                    .ok_or_else(|| ApiError::invalid(format!("limit is 1 to {MAX_DEAD_LIST}")))?
+            }
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "unknown query parameter {pair:?}"
+                )))
+            }
+        }
+    }
+    let q = state.reliable(&name)?;
+    let dead = q.dead_letters(limit).await?;
+    let records: Vec<Option<String>> = if dead.is_empty() {
+        Vec::new()
+    } else {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(webhook::record_key(&name));
+        for d in &dead {
+            cmd.arg(&d.id);
+        }
+        state.client.query(&cmd).await?
+    };
+    let dead_letters = dead
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| DeadLetterJson {
+            payload: Payload::of(&d.payload),
+            attempts: d.attempts,
+            died_at: d.died_at,
+            webhook: records
+                .get(i)
+                .cloned()
+                .flatten()
+                .and_then(|r| serde_json::from_str(&r).ok()),
+            id: d.id,
+        })
+        .collect();
+    Ok(Json(DeadLetters { dead_letters }))
+}
+
+/// Which dead letters to requeue: these ids, or all when absent.
+#[derive(Deserialize, utoipa::ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RequeueRequest {
+    ids: Option<Vec<String>>,
+}
+
+/// How many dead letters were made ready again.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct RequeueResponse {
+    requeued: u64,
+}
+
+#[utoipa::path(post, path = "/v1/queues/{name}/dead/requeue", tag = "dead letters",
+    params(("name" = String, Path)), request_body = RequeueRequest, security(("bearer" = [])),
+    responses((status = 200, body = RequeueResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn requeue_dead(
+    State(state): AppStateRef,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> ApiResult<Json<RequeueResponse>> {
+    auth::check(&state, &headers)?;
+    let req: RequeueRequest = body(&raw)?;
+    for id in req.ids.iter().flatten() {
+        check_id(id)?;
+    }
+    let q = state.reliable(&name)?;
+    let requeued = q.requeue_dead(req.ids.as_deref()).await?;
+    Ok(Json(RequeueResponse { requeued }))
+}
+
+/// How many dead letters were deleted.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct PurgeResponse {
+    purged: u64,
+}
+
+#[utoipa::path(delete, path = "/v1/queues/{name}/dead", tag = "dead letters",
+    params(("name" = String, Path)), security(("bearer" = [])),
+    responses((status = 200, body = PurgeResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn purge_dead(
+    State(state): AppStateRef,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<PurgeResponse>> {
+    auth::check(&state, &headers)?;
+    let q = state.reliable(&name)?;
+    // The webhook records of the dead letters go with them.
+    let ids: Vec<String> = q
+        .dead_letters(100_000)
+        .await?
+        .into_iter()
+        .map(|d| d.id)
+        .collect();
+    let purged = q.purge_dead().await?;
+    for chunk in ids.chunks(1000) {
+        let mut cmd = redis::cmd("HDEL");
+        cmd.arg(webhook::record_key(&name)).arg(chunk);
+        let _ = state.client.query::<i64>(&cmd).await;
+    }
+    Ok(Json(PurgeResponse { purged }))
+}
+
+// ---------------------------------------------------------------- delayed queue
+
+/// A Redisson-compatible delayed queue.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct DelayedInfo {
+    name: String,
+    counts: DelayedCounts,
+    totals: Totals,
+}
+
+#[utoipa::path(get, path = "/v1/delayed/{name}", tag = "delayed queues",
+    params(("name" = String, Path)),
+    responses((status = 200, body = DelayedInfo), (status = 400, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn get_delayed(
+    State(state): AppStateRef,
+    Path(name): Path<String>,
+) -> ApiResult<Json<DelayedInfo>> {
+    let q = state.delayed(&name)?;
+    let s = q.stats().await?;
+    Ok(Json(DelayedInfo {
+        counts: DelayedCounts {
+            delayed: s.delayed,
+            ready: s.ready,
+            corrupt: s.corrupt,
+        },
+        totals: totals(delayq::metrics::QueueKind::Delayed, &name),
+        name,
+    }))
+}
+
+/// A value to offer to a delayed queue. Give `payload` or `payload_base64`.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DelayedOfferRequest {
+    payload: Option<String>,
+    payload_base64: Option<String>,
+    #[serde(default)]
+    delay_ms: u64,
+}
+
+/// When the value is due.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct DelayedOfferResponse {
+    /// Unix ms, as the Redis server computed it.
+    due_at: i64,
+}
+
+#[utoipa::path(post, path = "/v1/delayed/{name}/messages", tag = "delayed queues",
+    params(("name" = String, Path)), request_body = DelayedOfferRequest, security(("bearer" = [])),
+    responses((status = 201, body = DelayedOfferResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn delayed_offer(
+    State(state): AppStateRef,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> ApiResult<(StatusCode, Json<DelayedOfferResponse>)> {
+    auth::check(&state, &headers)?;
+    let req: DelayedOfferRequest = body(&raw)?;
+    let payload = payload_of(req.payload, req.payload_base64)?;
+    let delay = delay_of(req.delay_ms)?;
+    let q = state.delayed(&name)?;
+    let due_at = q.offer(payload, delay).await?;
+    state.saw(false, &name);
+    Ok((StatusCode::CREATED, Json(DelayedOfferResponse { due_at })))
+}
+
+/// Take the oldest due value, waiting up to `wait_ms` (0 to 30000, default 0: poll).
+#[derive(Deserialize, utoipa::ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TakeRequest {
+    wait_ms: Option<u64>,
+}
+
+/// The value taken, or `value: null` when none came in time.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct TakeResponse {
+    value: Option<Payload>,
+}
+
+#[utoipa::path(post, path = "/v1/delayed/{name}/take", tag = "delayed queues",
+    params(("name" = String, Path)), request_body = TakeRequest, security(("bearer" = [])),
+    responses((status = 200, body = TakeResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn delayed_take(
+    State(state): AppStateRef,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> ApiResult<Json<TakeResponse>> {
+    auth::check(&state, &headers)?;
+    let req: TakeRequest = body(&raw)?;
+    let wait = req.wait_ms.unwrap_or(0);
+    if wait > MAX_WAIT_MS {
+        return Err(ApiError::invalid(format!("wait_ms is 0 to {MAX_WAIT_MS}")));
+    }
+    let q = state.delayed(&name)?;
+    let value = q.take(Some(Duration::from_millis(wait))).await?;
+    state.saw(false, &name);
+    Ok(Json(TakeResponse {
+        value: value.as_deref().map(Payload::of),
+    }))
+}
+
+// ---------------------------------------------------------------- the document
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The OpenAPI document of the service, served at `/openapi.json`.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "delayq serve", description = "Delayed and reliable queues on Redis over HTTP (docs/serve.md)"),
+    paths(server_info, openapi, list_queues, get_queue, offer, cancel, reschedule, receive, ack, nack,
+        extend, dead_letters, requeue_dead, purge_dead, get_delayed, delayed_offer, delayed_take,
+        crate::metrics::metrics),
+    modifiers(&BearerAuth),
+)]
+pub struct ApiDoc;

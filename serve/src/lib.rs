@@ -1,0 +1,126 @@
+//! `delayq serve`: the queues on HTTP for languages without a binding, webhook delivery,
+//! Prometheus metrics and a dashboard (SPEC section 13; `docs/serve.md`).
+//!
+//! A library crate rather than a module of the CLI: the CLI's `serve` command only parses
+//! its options and calls [`run`], while the tests start the same server in their own
+//! process ([`Server::start`]) on a free port, and the CLI keeps its short build when
+//! nothing here changes. Everything about queues is core's; this crate converts HTTP to
+//! core calls and back.
+
+mod api;
+mod auth;
+pub mod bench;
+mod dashboard;
+mod error;
+mod metrics;
+mod state;
+mod webhook;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use api::ApiDoc;
+pub use webhook::{sign, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+
+/// What `delayq serve` is told.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where to listen (default 127.0.0.1:7878).
+    pub listen: SocketAddr,
+    /// The bearer token every mutating route requires (`DELAYQ_TOKEN`).
+    pub token: Option<String>,
+    /// Without a token, allow mutating routes anyway (otherwise the service is read-only).
+    pub allow_unauthenticated: bool,
+    /// The key of the webhooks' HMAC-SHA256 signatures (`DELAYQ_WEBHOOK_SECRET`); without
+    /// one, requests carry no signature.
+    pub webhook_secret: Option<String>,
+    /// How long a webhook endpoint may take to answer before the attempt fails.
+    pub webhook_timeout: Duration,
+    /// Webhook requests in flight per queue.
+    pub webhook_concurrency: usize,
+    /// Webhook requests in flight for the queues named here, instead of
+    /// `webhook_concurrency`.
+    pub webhook_concurrency_of: std::collections::HashMap<String, usize>,
+    /// Deliver webhooks at all (a second `serve` process may leave it to the first).
+    pub webhooks: bool,
+    /// Reliable queues to show on the dashboard and in `/metrics` besides those found.
+    pub queues: Vec<String>,
+    /// Redisson-compatible delayed queues to show.
+    pub delayed_queues: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
+            token: None,
+            allow_unauthenticated: false,
+            webhook_secret: None,
+            webhook_timeout: Duration::from_secs(10),
+            webhook_concurrency: 8,
+            webhook_concurrency_of: Default::default(),
+            webhooks: true,
+            queues: Vec::new(),
+            delayed_queues: Vec::new(),
+        }
+    }
+}
+
+/// A running server.
+pub struct Server {
+    /// The address it listens on (the real port when the configured one was 0).
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    /// Binds `config.listen` and serves on the current tokio runtime with `client`.
+    pub async fn start(client: delayq::Client, config: Config) -> std::io::Result<Server> {
+        let listener = TcpListener::bind(config.listen).await?;
+        let addr = listener.local_addr()?;
+        let stop = CancellationToken::new();
+        let state = Arc::new(state::AppState::new(client, config, stop.clone()));
+        state.start_background();
+        let app = api::router(state.clone());
+        let stopped = stop.clone();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stopped.cancelled().await })
+                .await
+        });
+        Ok(Server { addr, stop, task })
+    }
+
+    /// Stops accepting requests and the webhook workers; waits for the server task.
+    pub async fn stop(self) -> std::io::Result<()> {
+        self.stop.cancel();
+        self.task.await.unwrap_or(Ok(()))
+    }
+}
+
+/// Serves until `until` resolves (the CLI passes Ctrl-C).
+pub async fn run(
+    client: delayq::Client,
+    config: Config,
+    until: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    let mode = match (&config.token, config.allow_unauthenticated) {
+        (Some(_), _) => "mutating routes need the bearer token",
+        (None, true) => "no token: anyone who can connect may change the queues",
+        (None, false) => {
+            "read-only: set DELAYQ_TOKEN (or pass --allow-unauthenticated) to allow changes"
+        }
+    };
+    let server = Server::start(client, config).await?;
+    eprintln!(
+        "delayq: serving on http://{} ({mode}; Ctrl-C to stop)",
+        server.addr
+    );
+    until.await;
+    server.stop().await
+}

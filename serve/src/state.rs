@@ -1,0 +1,209 @@
+//! What the server holds: the client, queue handles, deliveries received over HTTP, the
+//! offset of the Redis server's clock, and the queues it knows.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use delayq::{Client, DelayedQueue, Delivery, ReliableQueue, ReliableQueueOptions};
+use tokio_util::sync::CancellationToken;
+
+use crate::webhook::Webhooks;
+use crate::Config;
+
+/// How long past its lease a delivery received over HTTP is still remembered, so that a
+/// late ack says "lease lost" (`acked: false`) instead of "unknown delivery" (404).
+pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(300);
+
+/// A delivery received over HTTP, waiting for its ack, nack or extend.
+pub(crate) struct Held {
+    pub(crate) queue: String,
+    pub(crate) delivery: Delivery,
+}
+
+pub(crate) struct AppState {
+    pub(crate) client: Client,
+    pub(crate) config: Config,
+    pub(crate) stop: CancellationToken,
+    reliable: Mutex<HashMap<String, ReliableQueue>>,
+    delayed: Mutex<HashMap<String, DelayedQueue>>,
+    pub(crate) held: Mutex<HashMap<String, Held>>,
+    /// Redis server clock minus this machine's, in ms.
+    clock_offset: AtomicI64,
+    /// Queues found by SCAN, named in the config, or used through this server.
+    known: Mutex<Known>,
+    pub(crate) webhooks: Webhooks,
+}
+
+#[derive(Default)]
+pub(crate) struct Known {
+    pub(crate) reliable: BTreeSet<String>,
+    pub(crate) delayed: BTreeSet<String>,
+}
+
+pub(crate) fn local_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as i64
+}
+
+impl AppState {
+    pub(crate) fn new(client: Client, config: Config, stop: CancellationToken) -> Self {
+        let known = Known {
+            reliable: config.queues.iter().cloned().collect(),
+            delayed: config.delayed_queues.iter().cloned().collect(),
+        };
+        AppState {
+            webhooks: Webhooks::new(&config),
+            client,
+            config,
+            stop,
+            reliable: Default::default(),
+            delayed: Default::default(),
+            held: Default::default(),
+            clock_offset: AtomicI64::new(0),
+            known: Mutex::new(known),
+        }
+    }
+
+    /// A handle on the reliable queue `name` (validated by core; nothing is sent to Redis).
+    /// The server's handles name no settings: they use the stored ones, and run the
+    /// queue's transfer task.
+    pub(crate) fn reliable(&self, name: &str) -> delayq::Result<ReliableQueue> {
+        let mut map = self.reliable.lock().unwrap();
+        if let Some(q) = map.get(name) {
+            return Ok(q.clone());
+        }
+        let q = self
+            .client
+            .reliable_queue(name, ReliableQueueOptions::default())?;
+        map.insert(name.to_owned(), q.clone());
+        Ok(q)
+    }
+
+    /// A handle on the delayed queue `name`.
+    pub(crate) fn delayed(&self, name: &str) -> delayq::Result<DelayedQueue> {
+        let mut map = self.delayed.lock().unwrap();
+        if let Some(q) = map.get(name) {
+            return Ok(q.clone());
+        }
+        let q = self.client.delayed_queue(name)?;
+        map.insert(name.to_owned(), q.clone());
+        Ok(q)
+    }
+
+    /// Remembers a queue used through the server, for the dashboard and `/metrics`.
+    pub(crate) fn saw(&self, reliable: bool, name: &str) {
+        let mut known = self.known.lock().unwrap();
+        let set = if reliable {
+            &mut known.reliable
+        } else {
+            &mut known.delayed
+        };
+        if !set.contains(name) {
+            set.insert(name.to_owned());
+        }
+    }
+
+    pub(crate) fn known(&self) -> (Vec<String>, Vec<String>) {
+        let known = self.known.lock().unwrap();
+        (
+            known.reliable.iter().cloned().collect(),
+            known.delayed.iter().cloned().collect(),
+        )
+    }
+
+    /// The Redis server's clock now, estimated from this machine's and the offset measured
+    /// with `TIME` (within half a round trip of the measurement).
+    pub(crate) fn server_now_ms(&self) -> i64 {
+        local_ms() + self.clock_offset.load(Ordering::Relaxed)
+    }
+
+    async fn measure_clock(&self) {
+        let before = local_ms();
+        if let Ok(server) = self.client.server_time_ms().await {
+            let after = local_ms();
+            self.clock_offset
+                .store(server - (before + after) / 2, Ordering::Relaxed);
+        }
+    }
+
+    /// Finds queues in Redis by `SCAN` (one server; in a cluster, name them with
+    /// `--queue`): reliable queues by their ready stream or settings hash, delayed queues
+    /// by Redisson's timeout set.
+    async fn discover(&self) -> delayq::Result<()> {
+        let mut cursor: u64 = 0;
+        let mut reliable = BTreeSet::new();
+        let mut delayed = BTreeSet::new();
+        for _ in 0..1000 {
+            let (next, keys): (u64, Vec<String>) = self
+                .client
+                .query(
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg("*")
+                        .arg("COUNT")
+                        .arg(1000),
+                )
+                .await?;
+            for key in keys {
+                if let Some(rest) = key.strip_prefix("{dq:") {
+                    for suffix in ["}:ready", "}:meta", "}:dead", "}:webhook"] {
+                        if let Some(name) = rest.strip_suffix(suffix) {
+                            reliable.insert(name.to_owned());
+                        }
+                    }
+                } else if let Some(rest) = key.strip_prefix("redisson_delay_queue_timeout:") {
+                    let name = rest
+                        .strip_prefix('{')
+                        .and_then(|r| r.strip_suffix('}'))
+                        .unwrap_or(rest);
+                    delayed.insert(name.to_owned());
+                }
+            }
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        let mut known = self.known.lock().unwrap();
+        known.reliable.extend(reliable);
+        known.delayed.extend(delayed);
+        Ok(())
+    }
+
+    /// The clock, discovery, the forgetting of old deliveries and the webhook workers.
+    pub(crate) fn start_background(self: &Arc<Self>) {
+        let state = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(5));
+            let mut round = 0u64;
+            loop {
+                tokio::select! {
+                    _ = state.stop.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                state.measure_clock().await;
+                round += 1;
+                // Every 30 s: a SCAN walks the whole keyspace.
+                if round % 6 == 1 && !state.client.is_closed() {
+                    if let Err(e) = state.discover().await {
+                        tracing::debug!(error = %e, "queue discovery failed");
+                    }
+                }
+                let cutoff = state.server_now_ms() - FORGET_AFTER.as_millis() as i64;
+                state
+                    .held
+                    .lock()
+                    .unwrap()
+                    .retain(|_, h| h.delivery.deadline() > cutoff);
+                if state.config.webhooks {
+                    state.webhooks.refresh(&state).await;
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,325 @@
+//! Webhook delivery (seed 003's job `url`): a message offered over HTTP with a
+//! `callback_url` is POSTed there when due.
+//!
+//! Where the URL lives: not in the payload (an envelope would change what every other
+//! consumer of the queue, in any language, reads, and what the dashboard shows), but in a
+//! hash beside the queue, `{dq:N}:webhook` (same hash tag, so the same cluster slot):
+//! message id -> JSON `{"url", "attempts", "last_status", "last_error"}`. The queue is
+//! registered in the set `delayq:webhook-queues`, and every `delayq serve` process with
+//! webhooks on runs workers for each registered queue: they are that queue's consumers.
+//! A queue is consumed either by webhooks or by workers of its own; a message received by
+//! the webhook workers without a record fails (and ends in the dead letters, with that
+//! error recorded).
+//!
+//! One attempt: `POST url` with the payload as body; a 2xx acks the message (and deletes
+//! its record); any other status, an error or no answer within the timeout records the
+//! status and error and nacks it with the queue's back-off; after the queue's max attempts
+//! the nack buries it in the dead letters, where the record tells the last status and error.
+//! Each queue has its own workers (`--webhook-concurrency` of them, or the number given to
+//! that queue with `--webhook-concurrency-of NAME=N`), so a slow endpoint holds only its
+//! own queue's workers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use delayq::{Delivery, ReliableQueue};
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+use tokio_util::sync::CancellationToken;
+
+use crate::state::AppState;
+use crate::Config;
+
+/// The set of queues whose messages are delivered to webhooks.
+pub(crate) const REGISTRY_KEY: &str = "delayq:webhook-queues";
+
+/// Header with the signature: `v1=` and the hex HMAC-SHA256 of `"{timestamp}.{body}"`
+/// keyed with `DELAYQ_WEBHOOK_SECRET`.
+pub const SIGNATURE_HEADER: &str = "x-delayq-signature";
+/// Header with the Unix time (seconds) the request was signed at.
+pub const TIMESTAMP_HEADER: &str = "x-delayq-timestamp";
+
+/// The hash of webhook records of queue `name`.
+pub(crate) fn record_key(name: &str) -> String {
+    format!("{{dq:{name}}}:webhook")
+}
+
+/// What the server keeps about a message to be delivered to a webhook.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+pub(crate) struct WebhookRecord {
+    /// Where the message is POSTed.
+    pub(crate) url: String,
+    /// Attempts made so far.
+    #[serde(default)]
+    pub(crate) attempts: u32,
+    /// The HTTP status of the last failed attempt (none: no answer).
+    #[serde(default)]
+    pub(crate) last_status: Option<u16>,
+    /// Why the last attempt failed.
+    #[serde(default)]
+    pub(crate) last_error: Option<String>,
+}
+
+/// The signature of a webhook request: hex HMAC-SHA256 of `"{timestamp}.{body}"`.
+pub fn sign(secret: &[u8], timestamp: u64, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+pub(crate) struct Webhooks {
+    http: reqwest::Client,
+    running: Mutex<HashMap<String, CancellationToken>>,
+}
+
+impl Webhooks {
+    pub(crate) fn new(config: &Config) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(config.webhook_timeout)
+            .connect_timeout(config.webhook_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("delayq-serve/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .expect("HTTP client");
+        Webhooks {
+            http,
+            running: Default::default(),
+        }
+    }
+
+    /// Registers `name` as a webhook queue and starts its workers here.
+    pub(crate) async fn register(&self, state: &Arc<AppState>, name: &str) -> delayq::Result<()> {
+        let known = self.running.lock().unwrap().contains_key(name);
+        if !known {
+            state
+                .client
+                .query::<i64>(redis::cmd("SADD").arg(REGISTRY_KEY).arg(name))
+                .await?;
+            if state.config.webhooks {
+                self.ensure_running(state, name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts workers for every registered queue (some other process may have added one).
+    pub(crate) async fn refresh(&self, state: &Arc<AppState>) {
+        match state
+            .client
+            .query::<Vec<String>>(redis::cmd("SMEMBERS").arg(REGISTRY_KEY))
+            .await
+        {
+            Ok(names) => {
+                for name in names {
+                    self.ensure_running(state, &name);
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "could not read the webhook queues"),
+        }
+    }
+
+    fn ensure_running(&self, state: &Arc<AppState>, name: &str) {
+        let mut running = self.running.lock().unwrap();
+        if running.contains_key(name) {
+            return;
+        }
+        let queue = match state.reliable(name) {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!(queue = %name, error = %e, "not a queue name; no webhook workers");
+                return;
+            }
+        };
+        state.saw(true, name);
+        let stop = state.stop.child_token();
+        running.insert(name.to_owned(), stop.clone());
+        let workers = state
+            .config
+            .webhook_concurrency_of
+            .get(name)
+            .copied()
+            .unwrap_or(state.config.webhook_concurrency)
+            .max(1);
+        for _ in 0..workers {
+            tokio::spawn(worker(
+                state.clone(),
+                self.http.clone(),
+                queue.clone(),
+                stop.clone(),
+            ));
+        }
+        tracing::info!(queue = %name, workers, "delivering to webhooks");
+    }
+}
+
+async fn worker(
+    state: Arc<AppState>,
+    http: reqwest::Client,
+    queue: ReliableQueue,
+    stop: CancellationToken,
+) {
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let got = tokio::select! {
+            _ = stop.cancelled() => break,
+            got = queue.receive(Some(Duration::from_secs(2))) => got,
+        };
+        match got {
+            Ok(Some(delivery)) => {
+                pause = Duration::from_millis(100);
+                deliver(&state, &http, &queue, delivery).await;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                if matches!(e.kind(), delayq::ErrorKind::Closed) {
+                    break;
+                }
+                tracing::warn!(queue = %queue.name(), error = %e, retry_in = ?pause, "webhook worker could not receive");
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(pause) => {}
+                }
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+fn content_type(payload: &[u8]) -> &'static str {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(payload).is_ok() {
+        "application/json"
+    } else if std::str::from_utf8(payload).is_ok() {
+        "text/plain; charset=utf-8"
+    } else {
+        "application/octet-stream"
+    }
+}
+
+/// One attempt at delivering `d` to its webhook.
+async fn deliver(
+    state: &Arc<AppState>,
+    http: &reqwest::Client,
+    queue: &ReliableQueue,
+    d: Delivery,
+) {
+    let key = record_key(queue.name());
+    let record: Option<String> = match state
+        .client
+        .query(redis::cmd("HGET").arg(&key).arg(&d.id))
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            // Redis is unreachable: the lease ends and the message comes back.
+            tracing::warn!(queue = %queue.name(), error = %e, "could not read a webhook record");
+            return;
+        }
+    };
+    let Some(mut record) = record.and_then(|r| serde_json::from_str::<WebhookRecord>(&r).ok())
+    else {
+        let record = WebhookRecord {
+            url: String::new(),
+            attempts: d.attempt,
+            last_status: None,
+            last_error: Some("no callback_url recorded for this message".into()),
+        };
+        fail(state, queue, &key, d, record).await;
+        return;
+    };
+    let timestamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let mut request = http
+        .post(&record.url)
+        .header("content-type", content_type(&d.payload))
+        .header("x-delayq-id", &d.id)
+        .header("x-delayq-queue", queue.name())
+        .header("x-delayq-attempt", d.attempt.to_string())
+        .header(TIMESTAMP_HEADER, timestamp.to_string());
+    if let Some(secret) = &state.config.webhook_secret {
+        let signature = sign(secret.as_bytes(), timestamp, &d.payload);
+        request = request.header(SIGNATURE_HEADER, format!("v1={signature}"));
+    }
+    record.attempts = d.attempt;
+    match request.body(d.payload.clone()).send().await {
+        Ok(response) if response.status().is_success() => match d.ack().await {
+            Ok(_) => {
+                let _ = state
+                    .client
+                    .query::<i64>(redis::cmd("HDEL").arg(&key).arg(&d.id))
+                    .await;
+            }
+            Err(e) => {
+                tracing::warn!(queue = %queue.name(), id = %d.id, error = %e, "webhook answered but the ack failed; it may be delivered again")
+            }
+        },
+        Ok(response) => {
+            let status = response.status();
+            record.last_status = Some(status.as_u16());
+            record.last_error = Some(format!("HTTP {status}"));
+            fail(state, queue, &key, d, record).await;
+        }
+        Err(e) => {
+            record.last_status = None;
+            record.last_error = Some(if e.is_timeout() {
+                format!(
+                    "no answer within {} ms",
+                    state.config.webhook_timeout.as_millis()
+                )
+            } else {
+                // Without the URL: it may carry a token in its query.
+                let e = e.without_url();
+                let mut msg = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    msg.push_str(": ");
+                    msg.push_str(&s.to_string());
+                    source = s.source();
+                }
+                msg
+            });
+            fail(state, queue, &key, d, record).await;
+        }
+    }
+}
+
+/// Records why an attempt failed, then nacks with the queue's back-off (or buries).
+async fn fail(
+    state: &Arc<AppState>,
+    queue: &ReliableQueue,
+    key: &str,
+    d: Delivery,
+    record: WebhookRecord,
+) {
+    tracing::debug!(queue = %queue.name(), id = %d.id, attempt = d.attempt, error = ?record.last_error, "webhook attempt failed");
+    let json = serde_json::to_string(&record).expect("record to JSON");
+    if let Err(e) = state
+        .client
+        .query::<i64>(redis::cmd("HSET").arg(key).arg(&d.id).arg(json))
+        .await
+    {
+        tracing::warn!(queue = %queue.name(), error = %e, "could not record a webhook failure");
+    }
+    if let Err(e) = d.nack(None).await {
+        tracing::warn!(queue = %queue.name(), id = %d.id, error = %e, "could not nack a failed webhook; it returns after its lease");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_is_hmac_sha256_of_timestamp_dot_body() {
+        // printf '1700000000.hello' | openssl dgst -sha256 -hmac secret
+        assert_eq!(
+            sign(b"secret", 1_700_000_000, b"hello"),
+            "47b1df0ab12338b2685470b0d2b37033add7c3b2bc8172f313e77413f1bb78c8"
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! Helpers of the serve tests: a real redis-server (core's test helper), the service on a
+//! free port in this process, and a JSON client.
+#![allow(dead_code)]
+
+#[path = "../../../core/tests/common/mod.rs"]
+pub mod common;
+
+use std::time::Duration;
+
+pub use common::RedisServer;
+use serde_json::Value;
+
+pub const TOKEN: &str = "test-token-123";
+
+pub struct Env {
+    pub redis: RedisServer,
+    pub client: delayq::Client,
+    pub server: Option<delayq_serve::Server>,
+    pub base: String,
+    pub http: reqwest::Client,
+}
+
+/// A config with a token, on a free port.
+pub fn config() -> delayq_serve::Config {
+    delayq_serve::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        token: Some(TOKEN.into()),
+        ..Default::default()
+    }
+}
+
+impl Env {
+    pub async fn start(config: delayq_serve::Config) -> Env {
+        let redis = RedisServer::start();
+        Self::start_on(redis, config).await
+    }
+
+    pub async fn start_on(redis: RedisServer, config: delayq_serve::Config) -> Env {
+        let client = delayq::Client::connect(&redis.url()).await.unwrap();
+        let server = delayq_serve::Server::start(client.clone(), config)
+            .await
+            .unwrap();
+        Env {
+            base: format!("http://{}", server.addr),
+            server: Some(server),
+            redis,
+            client,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
+        }
+    }
+
+    /// Sends a request with the test token; returns the status and the JSON body (Null
+    /// when not JSON).
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        self.call_as(Some(TOKEN), method, path, body).await
+    }
+
+    pub async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut req = self.http.request(
+            reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+            format!("{}{}", self.base, path),
+        );
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&b).unwrap());
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// Receives one delivery of `queue` (waiting up to 5 s), then acks or nacks it
+    /// (`action`: "ack" or "nack"); returns the delivery.
+    pub async fn receive_and(&self, queue: &str, action: &str) -> Value {
+        let (_, got) = self
+            .call(
+                "POST",
+                &format!("/v1/queues/{queue}/receive"),
+                Some(serde_json::json!({"wait_ms": 5000})),
+            )
+            .await;
+        let d = got["deliveries"][0].clone();
+        let id = d["delivery_id"].as_str().expect("a delivery");
+        let path = format!("/v1/queues/{queue}/deliveries/{id}/{action}");
+        let (status, _) = self.call("POST", &path, None).await;
+        assert_eq!(status, 200, "{action} {path}");
+        d
+    }
+
+    /// Sends a raw body.
+    pub async fn call_raw(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
+        let resp = self
+            .http
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                format!("{}{}", self.base, path),
+            )
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    pub async fn get_text(&self, path: &str) -> (u16, String) {
+        let resp = self
+            .http
+            .get(format!("{}{}", self.base, path))
+            .send()
+            .await
+            .unwrap();
+        (resp.status().as_u16(), resp.text().await.unwrap())
+    }
+
+    /// Every key in Redis.
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .redis
+            .cli(&["--raw", "KEYS", "*"])
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// Stores settings for queue `name` with a core handle (as an operator would with
+    /// `delayq reliable configure`).
+    pub async fn configure(&self, name: &str, max_attempts: u32, backoff: Vec<Duration>) {
+        let q = self
+            .client
+            .reliable_queue(
+                name,
+                delayq::ReliableQueueOptions {
+                    max_attempts: Some(max_attempts),
+                    backoff: Some(delayq::Backoff::Schedule(backoff)),
+                    update_settings: true,
+                    scheduler: delayq::SchedulerOptions {
+                        enabled: false,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        q.settings().await.unwrap();
+        q.close();
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop().await.unwrap();
+        }
+        self.client.close();
+    }
+}
+
+/// Waits until `f` returns Some, checking every 20 ms, up to `limit`.
+pub async fn until<T, F, Fut>(limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "condition not met within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,333 @@
+//! Webhook delivery against a local test HTTP server: a 2xx acks, failures retry with the
+//! queue's back-off and end in the dead letters with the last status, the signature
+//! verifies, and a hanging endpoint times out without holding up other queues.
+
+mod support;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::json;
+use support::{config, until, Env};
+use tokio::sync::mpsc;
+
+const SECRET: &str = "whsec-test";
+
+/// A request the test endpoint received.
+#[derive(Debug)]
+struct Received {
+    at: Instant,
+    path: String,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+struct Endpoint {
+    url: String,
+    rx: mpsc::UnboundedReceiver<Received>,
+}
+
+#[derive(Clone)]
+struct Hook {
+    tx: mpsc::UnboundedSender<Received>,
+    flaky: Arc<AtomicU32>,
+}
+
+/// `/ok` answers 204, `/fail` 500, `/flaky` 503 twice then 200, `/hang` never.
+async fn endpoint() -> Endpoint {
+    async fn handle(
+        State(hook): State<Hook>,
+        Path(path): Path<String>,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> StatusCode {
+        let _ = hook.tx.send(Received {
+            at: Instant::now(),
+            path: path.clone(),
+            headers,
+            body,
+        });
+        match path.as_str() {
+            "ok" => StatusCode::NO_CONTENT,
+            "flaky" if hook.flaky.fetch_add(1, Ordering::SeqCst) >= 2 => StatusCode::OK,
+            "flaky" => StatusCode::SERVICE_UNAVAILABLE,
+            "hang" => std::future::pending().await,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    let app = axum::Router::new()
+        .route("/{path}", axum::routing::post(handle))
+        .with_state(Hook {
+            tx,
+            flaky: Default::default(),
+        });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Endpoint { url, rx }
+}
+
+fn hook_config() -> delayq_serve::Config {
+    delayq_serve::Config {
+        webhook_secret: Some(SECRET.into()),
+        webhook_timeout: Duration::from_millis(500),
+        webhook_concurrency: 2,
+        ..config()
+    }
+}
+
+async fn next(rx: &mut mpsc::UnboundedReceiver<Received>) -> Received {
+    tokio::time::timeout(Duration::from_secs(20), rx.recv())
+        .await
+        .expect("no webhook request within 20 s")
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2xx_acks_and_the_signature_verifies() {
+    let env = Env::start(hook_config()).await;
+    let mut hook = endpoint().await;
+    let (s, offered) = env
+        .call(
+            "POST",
+            "/v1/queues/hooks/messages",
+            Some(json!({"payload": "{\"order\":42}", "delay_ms": 200, "callback_url": format!("{}/ok", hook.url)})),
+        )
+        .await;
+    assert_eq!(s, 201, "{offered}");
+    let id = offered["id"].as_str().unwrap().to_owned();
+    let got = next(&mut hook.rx).await;
+    assert_eq!(got.path, "ok");
+    assert_eq!(
+        &got.body[..],
+        b"{\"order\":42}",
+        "the payload as it was offered, no envelope"
+    );
+    let h = |name: &str| got.headers.get(name).unwrap().to_str().unwrap().to_owned();
+    assert_eq!(h("content-type"), "application/json");
+    assert_eq!(h("x-delayq-id"), id);
+    assert_eq!(h("x-delayq-queue"), "hooks");
+    assert_eq!(h("x-delayq-attempt"), "1");
+    let ts: u64 = h(delayq_serve::TIMESTAMP_HEADER).parse().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(ts.abs_diff(now) < 60);
+    // What a receiver does: recompute the HMAC over "timestamp.body" with the secret.
+    let expected = format!(
+        "v1={}",
+        delayq_serve::sign(SECRET.as_bytes(), ts, &got.body)
+    );
+    assert_eq!(h(delayq_serve::SIGNATURE_HEADER), expected);
+    assert_ne!(
+        delayq_serve::sign(b"another secret", ts, &got.body),
+        expected[3..],
+        "another key gives another signature"
+    );
+    // Acked: nothing left in the queue, and its webhook record is gone.
+    until(Duration::from_secs(10), || async {
+        let (_, q) = env.call("GET", "/v1/queues/hooks", None).await;
+        (q["counts"] == json!({"delayed": 0, "ready": 0, "in_flight": 0, "dead": 0})
+            && q["totals"]["acked"] == 1)
+            .then_some(())
+    })
+    .await;
+    until(Duration::from_secs(5), || async {
+        (env.redis.cli(&["HLEN", "{dq:hooks}:webhook"]) == "0").then_some(())
+    })
+    .await;
+    assert!(hook.rx.try_recv().is_err(), "delivered once");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_retry_with_the_back_off_then_dead_letter_with_the_last_status() {
+    let env = Env::start(hook_config()).await;
+    env.configure(
+        "retry",
+        3,
+        vec![Duration::from_millis(300), Duration::from_millis(900)],
+    )
+    .await;
+    env.configure("flaky", 5, vec![Duration::from_millis(100)])
+        .await;
+    let mut hook = endpoint().await;
+    let (s, _) = env
+        .call("POST", "/v1/queues/retry/messages", Some(json!({"payload": "p", "id": "job-1", "callback_url": format!("{}/fail", hook.url)})))
+        .await;
+    assert_eq!(s, 201);
+    let attempts: Vec<Received> = vec![
+        next(&mut hook.rx).await,
+        next(&mut hook.rx).await,
+        next(&mut hook.rx).await,
+    ];
+    for (i, r) in attempts.iter().enumerate() {
+        assert_eq!(r.headers["x-delayq-attempt"], (i + 1).to_string().as_str());
+    }
+    let gaps = [
+        attempts[1].at - attempts[0].at,
+        attempts[2].at - attempts[1].at,
+    ];
+    assert!(
+        gaps[0] >= Duration::from_millis(250),
+        "first retry after the 300 ms back-off: {gaps:?}"
+    );
+    assert!(
+        gaps[1] >= Duration::from_millis(850),
+        "second after 900 ms: {gaps:?}"
+    );
+    let dead = until(Duration::from_secs(10), || async {
+        let (_, d) = env.call("GET", "/v1/queues/retry/dead", None).await;
+        (d["dead_letters"].as_array().unwrap().len() == 1).then(|| d["dead_letters"][0].clone())
+    })
+    .await;
+    assert_eq!(dead["id"], "job-1");
+    assert_eq!(dead["attempts"], 3);
+    assert_eq!(dead["webhook"]["last_status"], 500);
+    assert_eq!(dead["webhook"]["attempts"], 3);
+    assert_eq!(
+        dead["webhook"]["last_error"],
+        "HTTP 500 Internal Server Error"
+    );
+    assert!(dead["webhook"]["url"].as_str().unwrap().ends_with("/fail"));
+    let (_, q) = env.call("GET", "/v1/queues/retry", None).await;
+    assert_eq!(q["totals"]["nacked"], 2);
+    assert_eq!(q["totals"]["dead"], 1);
+
+    // Requeued, it is delivered again (its record kept its URL); purged, the record goes.
+    env.call("POST", "/v1/queues/retry/dead/requeue", Some(json!({})))
+        .await;
+    assert_eq!(next(&mut hook.rx).await.headers["x-delayq-attempt"], "1");
+    until(Duration::from_secs(20), || async {
+        let (_, d) = env.call("GET", "/v1/queues/retry/dead", None).await;
+        (d["dead_letters"].as_array().unwrap().len() == 1).then_some(())
+    })
+    .await;
+    env.call("DELETE", "/v1/queues/retry/dead", None).await;
+    assert_eq!(env.redis.cli(&["HLEN", "{dq:retry}:webhook"]), "0");
+
+    // An endpoint that fails twice, then answers 200: acked on the third attempt.
+    env.call(
+        "POST",
+        "/v1/queues/flaky/messages",
+        Some(json!({"payload": "f", "callback_url": format!("{}/flaky", hook.url)})),
+    )
+    .await;
+    until(Duration::from_secs(20), || async {
+        let (_, q) = env.call("GET", "/v1/queues/flaky", None).await;
+        (q["totals"]["acked"] == 1).then_some(())
+    })
+    .await;
+    let (_, q) = env.call("GET", "/v1/queues/flaky", None).await;
+    assert_eq!(q["totals"]["nacked"], 2);
+    assert_eq!(q["counts"]["dead"], 0);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_endpoint_times_out_and_other_queues_go_on() {
+    // The slow queue gets one worker (the others two): all of it is held by the hang.
+    let env = Env::start(delayq_serve::Config {
+        webhook_concurrency_of: [("slow".to_owned(), 1)].into(),
+        ..hook_config()
+    })
+    .await;
+    env.configure("slow", 2, vec![Duration::from_millis(100)])
+        .await;
+    let mut hook = endpoint().await;
+    for i in 0..3 {
+        env.call(
+            "POST",
+            "/v1/queues/slow/messages",
+            Some(json!({"payload": format!("s{i}"), "callback_url": format!("{}/hang", hook.url)})),
+        )
+        .await;
+    }
+    let first = next(&mut hook.rx).await;
+    assert_eq!(first.path, "hang");
+    // While the slow queue's only worker waits on the hanging endpoint, another queue's
+    // message is delivered at once.
+    let offered = Instant::now();
+    env.call(
+        "POST",
+        "/v1/queues/fast/messages",
+        Some(json!({"payload": "f", "callback_url": format!("{}/ok", hook.url)})),
+    )
+    .await;
+    let fast = loop {
+        let r = next(&mut hook.rx).await;
+        if r.path == "ok" {
+            break r;
+        }
+    };
+    assert!(
+        fast.at - offered < Duration::from_millis(2000),
+        "fast queue waited {:?}",
+        fast.at - offered
+    );
+    // The hanging attempts fail after the 500 ms timeout, recorded as such.
+    let dead = until(Duration::from_secs(30), || async {
+        let (_, d) = env.call("GET", "/v1/queues/slow/dead", None).await;
+        (d["dead_letters"].as_array().unwrap().len() == 3).then(|| d["dead_letters"].clone())
+    })
+    .await;
+    for d in dead.as_array().unwrap() {
+        assert_eq!(d["webhook"]["last_error"], "no answer within 500 ms");
+        assert!(d["webhook"]["last_status"].is_null());
+        assert_eq!(d["attempts"], 2);
+    }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_endpoint_is_a_failed_attempt_and_a_message_without_a_record_dies() {
+    let env = Env::start(hook_config()).await;
+    env.configure("gone", 1, vec![Duration::from_millis(10)])
+        .await;
+    // A port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    env.call("POST", "/v1/queues/gone/messages", Some(json!({"payload": "x", "id": "to-nowhere", "callback_url": format!("http://127.0.0.1:{port}/x")})))
+        .await;
+    // A message offered to the webhook queue by a library, without a callback.
+    let q = env
+        .client
+        .reliable_queue("gone", Default::default())
+        .unwrap();
+    q.offer("plain", Duration::ZERO, Some("no-record"))
+        .await
+        .unwrap();
+    let dead = until(Duration::from_secs(20), || async {
+        let (_, d) = env.call("GET", "/v1/queues/gone/dead", None).await;
+        let list = d["dead_letters"].as_array().unwrap().clone();
+        (list.len() == 2).then_some(list)
+    })
+    .await;
+    let by_id = |id: &str| dead.iter().find(|d| d["id"] == id).unwrap().clone();
+    let err = by_id("to-nowhere")["webhook"]["last_error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        err.contains("connect") || err.contains("Connection refused"),
+        "{err}"
+    );
+    assert!(
+        !err.contains(&port.to_string()),
+        "no URL in the error: {err}"
+    );
+    assert_eq!(
+        by_id("no-record")["webhook"]["last_error"],
+        "no callback_url recorded for this message"
+    );
+    env.stop().await;
+}
