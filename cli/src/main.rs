@@ -114,6 +114,9 @@ enum Command {
     /// The reliable queue (ack, retries, dead letters); see `delayq reliable --help`.
     Reliable(reliable::ReliableArgs),
     /// Serve the queues on HTTP (REST API, webhooks, /metrics, dashboard); docs/serve.md.
+    /// Mutating routes need the bearer token in DELAYQ_TOKEN (without it: read-only);
+    /// webhooks are signed with DELAYQ_WEBHOOK_SECRET. Both are read from the environment
+    /// only, never from the command line.
     Serve(ServeArgs),
 }
 
@@ -122,21 +125,10 @@ struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:7878")]
     listen: std::net::SocketAddr,
-    /// Bearer token required by every mutating route (and the dashboard's buttons).
-    #[arg(long, env = "DELAYQ_TOKEN", hide_env_values = true, hide = true)]
-    token: Option<String>,
     /// Without DELAYQ_TOKEN, allow mutating routes to anyone who can connect (otherwise
     /// the service is read-only).
     #[arg(long)]
     allow_unauthenticated: bool,
-    /// Key of the webhooks' HMAC-SHA256 signature (header x-delayq-signature).
-    #[arg(
-        long,
-        env = "DELAYQ_WEBHOOK_SECRET",
-        hide_env_values = true,
-        hide = true
-    )]
-    webhook_secret: Option<String>,
     /// How long a webhook endpoint may take to answer, in ms.
     #[arg(long, default_value_t = 10_000)]
     webhook_timeout_ms: u64,
@@ -318,9 +310,9 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             let config = delayq_serve::Config {
                 webhook_concurrency_of: concurrency_of,
                 listen: args.listen,
-                token: args.token.filter(|t| !t.is_empty()),
+                token: secret_from_env("DELAYQ_TOKEN"),
                 allow_unauthenticated: args.allow_unauthenticated,
-                webhook_secret: args.webhook_secret.filter(|t| !t.is_empty()),
+                webhook_secret: secret_from_env("DELAYQ_WEBHOOK_SECRET"),
                 webhook_timeout: Duration::from_millis(args.webhook_timeout_ms.max(1)),
                 webhook_concurrency: args.webhook_concurrency,
                 webhooks: !args.no_webhooks,
@@ -357,6 +349,12 @@ fn client_options(cli: &Cli) -> delayq::ClientOptions {
         });
     }
     opts
+}
+
+/// A secret from the environment (never from the command line, which `ps` shows); unset
+/// or empty: none.
+fn secret_from_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|s| !s.is_empty())
 }
 
 /// Keeps queue handles (and so their transfer tasks) alive.

@@ -456,3 +456,90 @@ fn credentials_are_never_printed() {
     assert!(!seen.contains(SECRET), "{seen}");
     check("transfer", &out);
 }
+
+/// One HTTP/1.1 request on a fresh connection; returns the status line and the body.
+fn http(port: u16, method: &str, path: &str, token: Option<&str>, body: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        conn,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).unwrap();
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap_or((&reply, ""));
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+#[test]
+fn serve_answers_http_with_the_token_from_the_environment_and_stops_on_ctrl_c() {
+    let server = RedisServer::start();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let serve = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--url", &server.url(), "serve", "--listen", &listen])
+        .env("DELAYQ_TOKEN", "cli-token")
+        .env_remove("DELAYQ_WEBHOOK_SECRET")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "delayq serve did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let offer = r#"{"payload":"from curl","id":"c-1"}"#;
+    let (status, _) = http(port, "POST", "/v1/queues/web/messages", None, offer);
+    assert!(status.contains(" 401 "), "{status}");
+    let (status, body) = http(
+        port,
+        "POST",
+        "/v1/queues/web/messages",
+        Some("cli-token"),
+        offer,
+    );
+    assert!(status.contains(" 201 "), "{status} {body}");
+    let (status, body) = http(port, "GET", "/v1/queues", None, "");
+    assert!(
+        status.contains(" 200 ") && body.contains(r#""name":"web""#),
+        "{body}"
+    );
+    let (status, body) = http(port, "GET", "/metrics", None, "");
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(
+        body.contains(r#"delayq_offered_total{queue="web",kind="reliable"} 1"#)
+            && body.contains(r#"delayq_queue_up{queue="web",kind="reliable"} 1"#),
+        "{body}"
+    );
+    let (status, body) = http(port, "GET", "/", None, "");
+    assert!(
+        status.contains(" 200 ") && body.contains("delayq"),
+        "{status}"
+    );
+    Command::new("kill")
+        .args(["-INT", &serve.id().to_string()])
+        .status()
+        .unwrap();
+    let out = serve.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains(&format!("serving on http://{listen}")),
+        "{log}"
+    );
+    assert!(!log.contains("cli-token"), "the token is never printed");
+}
