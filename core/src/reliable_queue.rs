@@ -956,12 +956,13 @@ impl ReliableQueue {
         P: AsRef<[u8]>,
         I: IntoIterator<Item = (P, Duration, Option<&'a str>)>,
     {
-        self.offer_all_with_shard_keys(
-            messages
-                .into_iter()
-                .map(|(payload, delay, id)| (payload, delay, id, None)),
-        )
-        .await
+        // Collected before the await: a closure held across it makes the future's `Send`
+        // check fail for callers that pass a mapping closure of their own (the bindings).
+        let messages: Vec<(P, Duration, Option<&'a str>, Option<&'a str>)> = messages
+            .into_iter()
+            .map(|(payload, delay, id)| (payload, delay, id, None))
+            .collect();
+        self.offer_all_with_shard_keys(messages).await
     }
 
     /// Like [`ReliableQueue::offer_with_outcome`], in the shard of `shard_key` instead of
