@@ -34,8 +34,8 @@ use crate::delay::{check_value, delay_to_millis};
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::Handle;
 use crate::keys::{id_shard_basis, shard_for, ReliableKeys};
-use crate::scheduler::{Job, SchedulerGuard, SchedulerOptions, TransferOutcome};
 use crate::metrics::{self, Event, QueueKind::Reliable};
+use crate::scheduler::{Job, SchedulerGuard, SchedulerOptions, TransferOutcome};
 use crate::scripts;
 
 /// Width of one time bucket of the wheel's finest level, in ms (a generated id names the
