@@ -196,10 +196,14 @@ impl ReliableQueue {
         payload: &Bound<'_, PyAny>,
         delay: Option<&Bound<'_, PyAny>>,
         id: Option<String>,
+        shard_key: Option<String>,
     ) -> PyResult<impl std::future::Future<Output = delayq::Result<delayq::OfferOutcome>>> {
         let delay = convert::opt_delay(delay)?.unwrap_or_default();
         let (payload, q) = (convert::value(payload)?, self.q());
-        Ok(async move { q.offer_with_outcome(payload, delay, id.as_deref()).await })
+        Ok(async move {
+            q.offer_with_shard_key(payload, delay, id.as_deref(), shard_key.as_deref())
+                .await
+        })
     }
 
     fn offer_many(
@@ -210,17 +214,26 @@ impl ReliableQueue {
         let mut checked = Vec::new();
         for item in messages.try_iter()? {
             let item = item?;
-            type Message<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>, Option<String>);
-            let (payload, delay, id): Message<'_> = match item.extract() {
-                Ok(triple) => triple,
-                Err(_) => item.extract().map(|(p, d)| (p, d, None))?,
+            type Message<'py> = (
+                Bound<'py, PyAny>,
+                Bound<'py, PyAny>,
+                Option<String>,
+                Option<String>,
+            );
+            let (payload, delay, id, key): Message<'_> = match item.len()? {
+                4 => item.extract()?,
+                3 => item.extract().map(|(p, d, id)| (p, d, id, None))?,
+                _ => item.extract().map(|(p, d)| (p, d, None, None))?,
             };
-            checked.push((convert::value(&payload)?, convert::delay(&delay)?, id));
+            checked.push((convert::value(&payload)?, convert::delay(&delay)?, id, key));
         }
         let q = self.q();
         Ok(async move {
-            q.offer_all_with_outcome(checked.iter().map(|(p, d, id)| (p, *d, id.as_deref())))
-                .await
+            let list = checked.iter();
+            q.offer_all_with_shard_keys(
+                list.map(|(p, d, id, key)| (p, *d, id.as_deref(), key.as_deref())),
+            )
+            .await
         })
     }
 
@@ -269,21 +282,25 @@ impl ReliableQueue {
     /// with that id still waiting, ready or in flight (or acked within the queue's
     /// idempotency retention) is not offered again: the call returns the id and changes
     /// nothing.
-    #[pyo3(signature = (payload, delay = None, id = None))]
-    fn offer / offer_async(&self, payload: &Bound<'_, PyAny>, delay: Option<&Bound<'_, PyAny>>, id: Option<String>) = {
-        let offer = self.offer_one(payload, delay, id)?;
+    ///
+    /// With `shard_key`, the message goes to the shard of the key instead of the shard of
+    /// its id (a queue of several shards): messages with one key stay in one shard.
+    #[pyo3(signature = (payload, delay = None, id = None, *, shard_key = None))]
+    fn offer / offer_async(&self, payload: &Bound<'_, PyAny>, delay: Option<&Bound<'_, PyAny>>, id: Option<String>, shard_key: Option<String>) = {
+        let offer = self.offer_one(payload, delay, id, shard_key)?;
         async move { Ok(offer.await?.id) }
     };
 
     /// Like `offer`; returns an `OfferOutcome`: the id, and whether this call created
     /// the message (False when it was de-duplicated).
-    #[pyo3(signature = (payload, delay = None, id = None))]
-    fn offer_with_outcome / offer_with_outcome_async(&self, payload: &Bound<'_, PyAny>, delay: Option<&Bound<'_, PyAny>>, id: Option<String>) = {
-        let offer = self.offer_one(payload, delay, id)?;
+    #[pyo3(signature = (payload, delay = None, id = None, *, shard_key = None))]
+    fn offer_with_outcome / offer_with_outcome_async(&self, payload: &Bound<'_, PyAny>, delay: Option<&Bound<'_, PyAny>>, id: Option<String>, shard_key: Option<String>) = {
+        let offer = self.offer_one(payload, delay, id, shard_key)?;
         async move { offer.await.map(outcome) }
     };
 
-    /// Offers many `(payload, delay)` or `(payload, delay, id)` tuples; returns their ids.
+    /// Offers many `(payload, delay)`, `(payload, delay, id)` or
+    /// `(payload, delay, id, shard_key)` tuples; returns their ids.
     fn offer_all / offer_all_async(&self, messages: &Bound<'_, PyAny>) = {
         let offers = self.offer_many(messages)?;
         async move { Ok(offers.await?.into_iter().map(|o| o.id).collect::<Vec<_>>()) }
@@ -486,6 +503,12 @@ impl Delivery {
     #[getter]
     fn due_at(&self) -> i64 {
         self.inner.due_at
+    }
+
+    /// The shard the message lives in (0 for a queue of one shard).
+    #[getter]
+    fn shard(&self) -> u32 {
+        self.inner.shard()
     }
 
     /// When this delivery's lease ends (server Unix ms): past it, the message may be

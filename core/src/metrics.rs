@@ -33,7 +33,8 @@ pub const TRANSFER_BUCKETS: [f64; 10] = [
 ];
 
 /// Which kind of queue a set of counters belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum QueueKind {
     /// A Redisson-compatible [`crate::DelayedQueue`].
     Delayed = 0,
@@ -160,7 +161,8 @@ pub(crate) enum Event {
     Acked(u64),
     /// Deliveries nacked that will be retried.
     Nacked(u64),
-    /// Deliveries nacked on their last attempt: buried in the dead letters.
+    /// Messages buried in the dead letters: nacked on their last attempt, or whose lease
+    /// ended on it (found by a transfer pass).
     Dead(u64),
     /// A transfer pass that failed.
     TransferError,
@@ -205,7 +207,7 @@ pub(crate) fn record_connection_error(timeout: bool) {
 }
 
 /// A histogram as read by [`snapshot`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct HistogramSnapshot {
     /// (upper bound in seconds, observations at or below it), cumulative, ascending; the
     /// `+Inf` bucket is `count`.
@@ -217,7 +219,7 @@ pub struct HistogramSnapshot {
 }
 
 /// The counters of one queue, as read by [`snapshot`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct QueueSnapshot {
     /// Which kind of queue.
     pub kind: QueueKind,
@@ -231,9 +233,9 @@ pub struct QueueSnapshot {
     pub acked: u64,
     /// Deliveries nacked for a retry.
     pub nacked: u64,
-    /// Deliveries nacked on their last attempt, so buried in the dead letters. (A message
-    /// whose lease ends on its last attempt is buried by a transfer pass and counted in the
-    /// queue's dead count, not here.)
+    /// Messages this process buried in the dead letters: deliveries nacked on their last
+    /// attempt, and deliveries whose lease ended on their last attempt, buried by this
+    /// process's transfer passes (another process's passes count them there).
     pub dead: u64,
     /// Transfer passes of this process's transfer task that failed.
     pub transfer_errors: u64,
@@ -244,7 +246,7 @@ pub struct QueueSnapshot {
 }
 
 /// Every counter of this process, as read by [`snapshot`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Snapshot {
     /// One entry per queue that had an event, sorted by kind and name.
     pub queues: Vec<QueueSnapshot>,
@@ -252,6 +254,15 @@ pub struct Snapshot {
     pub connection_errors: u64,
     /// Errors of kind `timeout` (a reply that did not come in time).
     pub timeouts: u64,
+}
+
+impl Snapshot {
+    /// The snapshot as JSON, with the field names above (snake_case), a histogram's
+    /// buckets as `[upper bound in seconds, cumulative count]` pairs, and `kind` as
+    /// `"delayed"` or `"reliable"`. The Python binding's `delayq.metrics()` is this, parsed.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a snapshot is plain numbers and strings")
+    }
 }
 
 /// Reads every counter of this process.
@@ -330,5 +341,23 @@ mod tests {
         assert_eq!((r.offered, r.acked), (3, 2));
         assert_eq!(queue(QueueKind::Delayed, "metrics-unit").offered, 1);
         assert_eq!(queue(QueueKind::Delayed, "none").offered, 0);
+    }
+
+    #[test]
+    fn the_json_form_names_every_field() {
+        record(QueueKind::Reliable, "metrics-json", Event::Dead(4));
+        let v: serde_json::Value = serde_json::from_str(&snapshot().to_json()).unwrap();
+        let q = v["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["name"] == "metrics-json")
+            .unwrap();
+        assert_eq!(
+            (q["kind"].as_str(), q["dead"].as_u64()),
+            (Some("reliable"), Some(4))
+        );
+        assert_eq!(q["lateness"]["buckets"][0][0].as_f64(), Some(0.001));
+        assert!(v["connection_errors"].is_u64() && v["timeouts"].is_u64());
     }
 }

@@ -255,6 +255,9 @@ pub struct OfferOutcome {
     /// `true` when this call created the message; `false` when a message with this id was
     /// already waiting, ready, in flight, or acked within the idempotency retention.
     pub created: bool,
+    /// When the message is due (server Unix ms, as the offer script computed it); `None`
+    /// when it was de-duplicated (the existing message keeps its own due time).
+    pub due_at: Option<i64>,
 }
 
 /// Counts of a reliable queue.
@@ -502,7 +505,11 @@ pub(crate) async fn transfer_due(
             call.key(k);
         }
         call.arg(&keys.prefix).arg(&*wheel_of(keys)).arg(batch);
-        let (done, next, now): (u64, i64, i64) = call.invoke_async(conn).await?;
+        let (done, next, now, buried): (u64, i64, i64, u64) = call.invoke_async(conn).await?;
+        // Leases that ended on the last attempt: dead letters no nack counted.
+        if buried > 0 {
+            metrics::record(Reliable, &keys.name, Event::Dead(buried));
+        }
         total += done;
         if done < batch as u64 {
             return Ok(TransferOutcome {
@@ -1033,32 +1040,36 @@ impl ReliableQueue {
                 payload.as_ref(),
             ));
         }
-        let writes = by_shard
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| !m.is_empty())
-            .map(|(shard, messages)| async move {
-                let keys = self.shard_keys(shard as u32);
-                let mut out = Vec::with_capacity(messages.len());
-                for chunk in messages.chunks(1000) {
-                    let mut call = invocation_on(&keys, &scripts::RELIABLE_OFFER);
-                    call.key(&keys.channel);
-                    for (_, delay_ms, id, random, payload) in chunk {
-                        call.arg(*delay_ms).arg(*id).arg(random).arg(*payload);
-                    }
-                    let rows: Vec<(String, i64)> = self.write(&call, &keys).await?;
-                    out.extend(chunk.iter().zip(rows).map(|((pos, ..), (id, created))| {
-                        (
-                            *pos,
-                            OfferOutcome {
-                                id,
-                                created: created == 1,
+        let writes =
+            by_shard
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| !m.is_empty())
+                .map(|(shard, messages)| async move {
+                    let keys = self.shard_keys(shard as u32);
+                    let mut out = Vec::with_capacity(messages.len());
+                    for chunk in messages.chunks(1000) {
+                        let mut call = invocation_on(&keys, &scripts::RELIABLE_OFFER);
+                        call.key(&keys.channel);
+                        for (_, delay_ms, id, random, payload) in chunk {
+                            call.arg(*delay_ms).arg(*id).arg(random).arg(*payload);
+                        }
+                        let rows: Vec<(String, i64, i64)> = self.write(&call, &keys).await?;
+                        out.extend(chunk.iter().zip(rows).map(
+                            |((pos, ..), (id, created, due))| {
+                                (
+                                    *pos,
+                                    OfferOutcome {
+                                        id,
+                                        created: created == 1,
+                                        due_at: (due >= 0).then_some(due),
+                                    },
+                                )
                             },
-                        )
-                    }));
-                }
-                Ok::<_, Error>(out)
-            });
+                        ));
+                    }
+                    Ok::<_, Error>(out)
+                });
         let mut out: Vec<Option<OfferOutcome>> = vec![None; checked.len()];
         let mut first_error = None;
         for written in futures_util::future::join_all(writes).await {
@@ -1110,6 +1121,12 @@ impl ReliableQueue {
     /// Moves a message that no consumer has received yet to a new due time, `delay` from
     /// now; returns whether there was one.
     pub async fn reschedule(&self, id: &str, delay: Duration) -> Result<bool> {
+        Ok(self.reschedule_due_at(id, delay).await?.is_some())
+    }
+
+    /// Like [`ReliableQueue::reschedule`]; returns the new due time (server Unix ms, as the
+    /// script computed it), or `None` when no message waiting or ready had that id.
+    pub async fn reschedule_due_at(&self, id: &str, delay: Duration) -> Result<Option<i64>> {
         self.check_open()?;
         check_id(id)?;
         let ms = delay_to_millis(delay)?;
@@ -1123,10 +1140,10 @@ impl ReliableQueue {
                 if ms == 0 {
                     self.ring();
                 }
-                return Ok(true);
+                return Ok(Some(at));
             }
         }
-        Ok(false)
+        Ok(None)
     }
 
     /// Receives the next ready message, waiting up to `timeout` (`None`: forever) on the

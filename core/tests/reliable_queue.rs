@@ -346,6 +346,63 @@ async fn failing_max_attempts_times_buries_and_requeue_dead_brings_back() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_lease_ending_on_the_last_attempt_is_counted_dead_in_metrics() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c
+        .reliable_queue("lease-dead-metrics", opts(200, 1))
+        .unwrap();
+    q.offer("x", Duration::ZERO, Some("x")).await.unwrap();
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    // Never acked: the transfer task buries it when the lease ends (one attempt allowed).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while q.stats().await.unwrap().dead == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "never buried");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let m = delayq::metrics::queue(delayq::metrics::QueueKind::Reliable, q.name());
+    assert_eq!((m.delivered, m.acked, m.dead), (1, 0, 1));
+    assert!(
+        !d.ack().await.unwrap(),
+        "the buried delivery cannot be acked"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn offer_and_reschedule_return_the_due_time_the_server_computed() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("due-times", opts(30_000, 5)).unwrap();
+    let before = c.server_time_ms().await.unwrap();
+    let o = q
+        .offer_with_outcome("a", Duration::from_secs(60), Some("a"))
+        .await
+        .unwrap();
+    let after = c.server_time_ms().await.unwrap();
+    let due = o.due_at.expect("created: a due time");
+    assert!(
+        (before + 60_000..=after + 60_000).contains(&due),
+        "{before} {due} {after}"
+    );
+    let again = q
+        .offer_with_outcome("b", Duration::ZERO, Some("a"))
+        .await
+        .unwrap();
+    assert_eq!((again.created, again.due_at), (false, None));
+    let moved = q
+        .reschedule_due_at("a", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("waiting");
+    let now = c.server_time_ms().await.unwrap();
+    assert!(moved <= now + 5_000 && moved > now + 4_000, "{moved} {now}");
+    assert_eq!(
+        q.reschedule_due_at("none", Duration::ZERO).await.unwrap(),
+        None
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn nack_waits_for_the_back_off_schedule() {
     let server = RedisServer::start();
     let c = Client::connect(&server.url()).await.unwrap();

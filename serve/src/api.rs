@@ -394,9 +394,9 @@ pub(crate) struct OfferResponse {
     id: String,
     /// False when a message with this id was already there (nothing changed).
     created: bool,
-    /// When it is due (Unix ms, Redis server clock): the service's estimate, within a few
-    /// ms; for a de-duplicated offer, when this offer would have been due.
-    due_at: i64,
+    /// When it is due (Unix ms, as the Redis server computed it); null for a
+    /// de-duplicated offer (the existing message keeps its own due time).
+    due_at: Option<i64>,
 }
 
 #[utoipa::path(post, path = "/v1/queues/{name}/messages", tag = "queues",
@@ -458,7 +458,6 @@ async fn offer(
             .await?;
         state.webhooks.register(&state, &name).await?;
     }
-    let before = state.server_now_ms();
     let outcome = q.offer_with_outcome(payload, delay, id.as_deref()).await?;
     state.saw(true, &name);
     let status = if outcome.created {
@@ -471,7 +470,7 @@ async fn offer(
         Json(OfferResponse {
             id: outcome.id,
             created: outcome.created,
-            due_at: before + req.delay_ms as i64,
+            due_at: outcome.due_at,
         }),
     ))
 }
@@ -521,7 +520,7 @@ pub(crate) struct RescheduleRequest {
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct RescheduleResponse {
     rescheduled: bool,
-    /// The new due time (Unix ms, the service's estimate of the server clock).
+    /// The new due time (Unix ms, as the Redis server computed it).
     due_at: i64,
 }
 
@@ -543,15 +542,14 @@ async fn reschedule(
     check_id(&id)?;
     let delay = delay_of(req.delay_ms)?;
     let q = state.reliable(&name)?;
-    let before = state.server_now_ms();
-    if !q.reschedule(&id, delay).await? {
+    let Some(due_at) = q.reschedule_due_at(&id, delay).await? else {
         return Err(ApiError::not_found(format!(
             "no message {id:?} waiting in queue {name:?}"
         )));
-    }
+    };
     Ok(Json(RescheduleResponse {
         rescheduled: true,
-        due_at: before + req.delay_ms as i64,
+        due_at,
     }))
 }
 

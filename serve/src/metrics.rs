@@ -139,7 +139,7 @@ impl prometheus_client::collector::Collector for Scrape {
             ),
             (
                 "delayq_dead",
-                "Deliveries nacked on their last attempt by this process (buried)",
+                "Messages buried by this process: nacked, or their lease ended, on the last attempt",
                 |q| q.dead,
             ),
             (

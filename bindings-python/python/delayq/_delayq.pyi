@@ -93,6 +93,8 @@ class Delivery:
     @property
     def due_at(self) -> int: ...
     @property
+    def shard(self) -> int: ...
+    @property
     def deadline(self) -> int: ...
     def extend(self, duration: _Seconds) -> bool: ...
     def extend_async(self, duration: _Seconds) -> Awaitable[bool]: ...
@@ -135,16 +137,36 @@ class ReliableQueue:
     @property
     def name(self) -> str: ...
     def offer(
-        self, payload: _Value, delay: Optional[_Seconds] = None, id: Optional[str] = None
+        self,
+        payload: _Value,
+        delay: Optional[_Seconds] = None,
+        id: Optional[str] = None,
+        *,
+        shard_key: Optional[str] = None,
     ) -> str: ...
     def offer_async(
-        self, payload: _Value, delay: Optional[_Seconds] = None, id: Optional[str] = None
+        self,
+        payload: _Value,
+        delay: Optional[_Seconds] = None,
+        id: Optional[str] = None,
+        *,
+        shard_key: Optional[str] = None,
     ) -> Awaitable[str]: ...
     def offer_with_outcome(
-        self, payload: _Value, delay: Optional[_Seconds] = None, id: Optional[str] = None
+        self,
+        payload: _Value,
+        delay: Optional[_Seconds] = None,
+        id: Optional[str] = None,
+        *,
+        shard_key: Optional[str] = None,
     ) -> OfferOutcome: ...
     def offer_with_outcome_async(
-        self, payload: _Value, delay: Optional[_Seconds] = None, id: Optional[str] = None
+        self,
+        payload: _Value,
+        delay: Optional[_Seconds] = None,
+        id: Optional[str] = None,
+        *,
+        shard_key: Optional[str] = None,
     ) -> Awaitable[OfferOutcome]: ...
     def offer_all(self, messages: Iterable[tuple[Any, ...]]) -> list[str]: ...
     def offer_all_async(self, messages: Iterable[tuple[Any, ...]]) -> Awaitable[list[str]]: ...

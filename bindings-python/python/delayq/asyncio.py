@@ -56,6 +56,11 @@ class Delivery:
         return self._inner.due_at
 
     @property
+    def shard(self) -> int:
+        """The shard the message lives in (0 for a queue of one shard)."""
+        return self._inner.shard
+
+    @property
     def deadline(self) -> int:
         """When this delivery's lease ends (server Unix ms); moved by ``extend``."""
         return self._inner.deadline
@@ -155,19 +160,33 @@ class ReliableQueue:
         """The queue's name."""
         return self._inner.name
 
-    async def offer(self, payload: Value, delay: Seconds = 0, id: Optional[str] = None) -> str:
-        """Offers ``payload`` due after ``delay`` seconds; returns its id (de-duplicated)."""
-        return await self._inner.offer_async(payload, delay, id)
+    async def offer(
+        self,
+        payload: Value,
+        delay: Seconds = 0,
+        id: Optional[str] = None,
+        *,
+        shard_key: Optional[str] = None,
+    ) -> str:
+        """Offers ``payload`` due after ``delay`` seconds; returns its id (de-duplicated).
+        With ``shard_key``, the message goes to the key's shard instead of its id's."""
+        return await self._inner.offer_async(payload, delay, id, shard_key=shard_key)
 
     async def offer_with_outcome(
-        self, payload: Value, delay: Seconds = 0, id: Optional[str] = None
+        self,
+        payload: Value,
+        delay: Seconds = 0,
+        id: Optional[str] = None,
+        *,
+        shard_key: Optional[str] = None,
     ) -> _delayq.OfferOutcome:
         """Like ``offer``; tells whether this call created the message (``created``) or
         found one with the same id."""
-        return await self._inner.offer_with_outcome_async(payload, delay, id)
+        return await self._inner.offer_with_outcome_async(payload, delay, id, shard_key=shard_key)
 
     async def offer_all(self, messages: Iterable[tuple[Any, ...]]) -> list[str]:
-        """Offers many ``(payload, delay)`` or ``(payload, delay, id)`` tuples."""
+        """Offers many ``(payload, delay)``, ``(payload, delay, id)`` or
+        ``(payload, delay, id, shard_key)`` tuples."""
         return await self._inner.offer_all_async(list(messages))
 
     async def offer_all_with_outcome(

@@ -1,7 +1,8 @@
 -- Offer messages to a reliable queue.
 -- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua. KEYS[7] wake channel.
 -- ARGV[3..] quadruples: delay ms, caller id ('' for a generated one), 16 random hex digits, payload
--- Returns, per message, {id, 1 if created or 0 if the id was already waiting or in flight}.
+-- Returns, per message, {id, 1 if created or 0 if the id was already waiting or in flight,
+-- the due time in server ms when created or -1}.
 local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash', META, 'hash')
 if err then return err end
 local now = now_ms()
@@ -25,10 +26,10 @@ for i = 3, #ARGV, 4 do
     flags = 0
   end
   if flags == INDEXED and redis.call('HEXISTS', IDS, id) == 1 then
-    out[#out + 1] = {id, 0}
+    out[#out + 1] = {id, 0, -1}
   else
     place(id, flags, 0, due, ARGV[i + 3], now)
-    out[#out + 1] = {id, 1}
+    out[#out + 1] = {id, 1, due}
   end
 end
 if announce then

@@ -4,7 +4,8 @@
 -- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua.
 -- ARGV[3] batch size. The visibility timeout and max attempts are the queue's stored
 -- settings (reliable_settings.lua), whichever process runs the pass.
--- Returns {work done, next wake time in server ms or -1, server now in ms}.
+-- Returns {work done, next wake time in server ms or -1, server now in ms, deliveries buried
+-- because their lease ended on the last attempt}.
 local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
   META, 'hash', LEASES, 'zset', ACKED, 'zset', DEAD_UNTIL, 'zset')
 if err then return err end
@@ -13,6 +14,7 @@ local visibility = settings().visibility_ms
 local max_attempts = settings().max_attempts
 local now = now_ms()
 local done = 0
+local buried = 0
 
 -- 1. Buckets that have opened (a bucket opens `lead` ms before it starts): their entries
 -- cascade to the finer level they now belong in, or from level 0 to 'near' by due time
@@ -83,6 +85,7 @@ local function take_back(sid)
     local attempts = tonumber(f['a']) + 1
     if attempts >= max_attempts then
       bury(f['i'], tonumber(f['f']), attempts, f['p'], now)
+      buried = buried + 1
     else
       make_ready(f['i'], tonumber(f['f']), attempts, tonumber(f['d']), f['p'])
     end
@@ -121,4 +124,4 @@ for _, field in ipairs(redis.call('ZRANGEBYSCORE', DEAD_UNTIL, '-inf', now, 'LIM
   redis.call('HDEL', DEAD, field)
   redis.call('ZREM', DEAD_UNTIL, field)
 end
-return {done, wake, now}
+return {done, wake, now, buried}
