@@ -36,6 +36,12 @@ fn offer_script_source() -> String {
     delayq::offer_script_source()
 }
 
+/// This process's counters (core's `metrics::snapshot`) as JSON; `delayq.metrics()` parses it.
+#[pyfunction]
+fn metrics_json() -> String {
+    delayq::metrics::snapshot().to_json()
+}
+
 #[pymodule]
 fn _delayq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Client>()?;
@@ -52,6 +58,7 @@ fn _delayq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pack_entry, m)?)?;
     m.add_function(wrap_pyfunction!(unpack_entry, m)?)?;
     m.add_function(wrap_pyfunction!(offer_script_source, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics_json, m)?)?;
     m.add_function(wrap_pyfunction!(logs::set_log_level, m)?)?;
     exit::register(m)?;
     logs::install(m.py())?;

@@ -145,12 +145,14 @@ pub struct OfferOutcome {
     pub id: String,
     /// Whether this call created the message.
     pub created: bool,
+    /// When the message is due (server Unix ms); None when it was de-duplicated.
+    pub due_at: Option<i64>,
 }
 
 #[pymethods]
 impl OfferOutcome {
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        convert::repr(slf, "id created")
+        convert::repr(slf, "id created due_at")
     }
 }
 
@@ -158,6 +160,7 @@ fn outcome(o: delayq::OfferOutcome) -> OfferOutcome {
     OfferOutcome {
         id: o.id,
         created: o.created,
+        due_at: o.due_at,
     }
 }
 

@@ -41,6 +41,7 @@ from ._errors import (
     TimeoutError,
     WrongTypeError,
 )
+from ._metrics import Metrics, QueueMetrics, metrics
 
 __all__ = [
     "Client",
@@ -53,7 +54,9 @@ __all__ = [
     "Delivery",
     "InvalidArgument",
     "InvalidArgumentError",
+    "Metrics",
     "OfferOutcome",
+    "QueueMetrics",
     "ReliableQueue",
     "ReliableSettings",
     "ReliableStats",
@@ -62,6 +65,7 @@ __all__ = [
     "TimeoutError",
     "WrongTypeError",
     "offer_script_source",
+    "metrics",
     "pack_entry",
     "set_log_level",
     "unpack_entry",

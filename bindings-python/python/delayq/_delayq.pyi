@@ -24,12 +24,14 @@ __all__ = [
     "pack_entry",
     "unpack_entry",
     "offer_script_source",
+    "metrics_json",
     "set_log_level",
 ]
 
 def pack_entry(id: bytes, value: bytes) -> bytes: ...
 def unpack_entry(packed: bytes) -> tuple[bytes, bytes]: ...
 def offer_script_source() -> str: ...
+def metrics_json() -> str: ...
 def set_log_level(level: Union[int, str]) -> None: ...
 
 @final
@@ -69,6 +71,7 @@ class ReliableSettings:
 class OfferOutcome:
     id: str
     created: bool
+    due_at: Optional[int]
 
 @final
 class DeadLetter:
