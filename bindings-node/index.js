@@ -106,12 +106,32 @@ function clientOptions(options) {
   return { ...options, durability };
 }
 
-/** `[payload, delayMs?, id?]` or `{ payload, delayMs?, id? }` items of offerAll. */
+/** `[payload, delayMs?, id?, shardKey?]` or `{ payload, delayMs?, id?, shardKey? }` items of offerAll. */
 function reliableEntries(messages) {
   return Array.from(messages, (m) => {
-    const [payload, delayMs, id] = Array.isArray(m) ? m : [m.payload, m.delayMs, m.id];
-    return { payload: toBuffer(payload, 'payload'), delayMs: toDelay(delayMs ?? 0), id: toOptionalId(id) };
+    const [payload, delayMs, id, shardKey] = Array.isArray(m) ? m : [m.payload, m.delayMs, m.id, m.shardKey];
+    return {
+      payload: toBuffer(payload, 'payload'),
+      delayMs: toDelay(delayMs ?? 0),
+      id: toOptionalId(id),
+      shardKey: toOptionalShardKey(shardKey),
+    };
   });
+}
+
+/** An optional shard key: a string (core checks its length), or undefined when absent. */
+function toOptionalShardKey(key) {
+  if (key === undefined || key === null) return undefined;
+  if (typeof key !== 'string') throw invalid(`a shard key must be a string, not ${typeName(key)}`);
+  return key;
+}
+
+/** The third argument of offer: an id, or `{ id?, shardKey? }`. */
+function offerOptions(idOrOptions) {
+  if (idOrOptions !== null && typeof idOrOptions === 'object') {
+    return [toOptionalId(idOrOptions.id), toOptionalShardKey(idOrOptions.shardKey)];
+  }
+  return [toOptionalId(idOrOptions), undefined];
 }
 
 /** A count: a number or a bigint (core checks the value). */
@@ -281,6 +301,11 @@ class Delivery {
     return this._inner.dueAt;
   }
 
+  /** The shard the message lives in (0 for a queue of one shard). */
+  get shard() {
+    return this._inner.shard;
+  }
+
   /** When this delivery's lease ends (server Unix ms); moved by `extend`. */
   get deadline() {
     return this._inner.deadline;
@@ -311,15 +336,15 @@ class ReliableQueue {
     return this._inner.name;
   }
 
-  async offer(payload, delayMs = 0, id) {
-    return (await this.offerWithOutcome(payload, delayMs, id)).id;
+  async offer(payload, delayMs = 0, idOrOptions) {
+    return (await this.offerWithOutcome(payload, delayMs, idOrOptions)).id;
   }
 
-  async offerWithOutcome(payload, delayMs = 0, id) {
+  async offerWithOutcome(payload, delayMs = 0, idOrOptions) {
     const p = toBuffer(payload, 'payload');
     const d = toDelay(delayMs);
-    const i = toOptionalId(id);
-    return call(() => this._inner.offer(p, d, i));
+    const [i, k] = offerOptions(idOrOptions);
+    return call(() => this._inner.offer(p, d, i, k));
   }
 
   async offerAll(messages) {
@@ -518,6 +543,7 @@ process.on('exit', () => native.exiting());
 const packEntry = (id, value) => sync(() => native.packEntry(toBuffer(id, 'id'), toBuffer(value)));
 const unpackEntry = (packed) => sync(() => native.unpackEntry(toBuffer(packed, 'packed')));
 const offerScriptSource = () => native.offerScriptSource();
+const metrics = () => native.metrics();
 
 // Shorthand properties only, so that Node's ESM loader sees every name
 // (`import { Client, packEntry } from 'delayq'`).
@@ -530,5 +556,6 @@ module.exports = {
   packEntry,
   unpackEntry,
   offerScriptSource,
+  metrics,
   setLogger,
 };

@@ -77,6 +77,8 @@ export declare class Delivery {
   get attempt(): number
   /** When the message came due (server Unix ms). */
   get dueAt(): number
+  /** The shard the message lives in (0 for a queue of one shard). */
+  get shard(): number
   /** When this delivery's lease ends (server Unix ms); moved by `extend`. */
   get deadline(): number
   /**
@@ -88,8 +90,8 @@ export declare class Delivery {
 
 /** A handle on a reliable queue: at-least-once delivery with acknowledgement. */
 export declare class ReliableQueue {
-  /** Offers `payload` due after `delayMs` (with `id`, once); resolves to its outcome. */
-  offer(payload: Buffer, delayMs: number, id?: string | undefined | null): Promise<OfferOutcome>
+  /** Offers `payload` due after `delayMs` (with `id`, once; in the shard of `shardKey`); resolves to its outcome. */
+  offer(payload: Buffer, delayMs: number, id?: string | undefined | null, shardKey?: string | undefined | null): Promise<OfferOutcome>
   /** Offers many messages; resolves to an outcome per message, in order. */
   offerAll(list: Array<ReliableOfferEntry>): Promise<Array<OfferOutcome>>
   /** Removes a message that has not come due; resolves to whether there was one. */
@@ -180,6 +182,22 @@ export declare function exiting(): void
 /** Gives up the wait `id` (its AbortSignal fired): what it took goes back to the queue. */
 export declare function giveUp(id: number): void
 
+/**
+ * A histogram: cumulative `buckets` (`le` seconds, observations at or below it),
+ * ascending, the `+Inf` bucket being `count`; `sumSeconds` of all observations.
+ */
+export interface Histogram {
+  buckets: Array<HistogramBucket>
+  count: number
+  sumSeconds: number
+}
+
+/** One bucket of a [`Histogram`]. */
+export interface HistogramBucket {
+  le: number
+  count: number
+}
+
 /** One of core's log records. */
 export interface LogRecord {
   /** `error`, `warn`, `info`, `debug` or `trace`. */
@@ -188,6 +206,19 @@ export interface LogRecord {
   target: string
   /** The message and its fields as `key=value`. */
   message: string
+}
+
+/**
+ * This process's counters: per queue offered, delivered, acked, nacked, dead, transfer
+ * errors, lateness and transfer-pass histograms; connection errors and timeouts.
+ */
+export declare function metrics(): Metrics
+
+/** Every counter of this process. */
+export interface Metrics {
+  queues: Array<QueueMetrics>
+  connectionErrors: number
+  timeouts: number
 }
 
 /** One value to offer and its delay in ms. */
@@ -204,6 +235,8 @@ export interface OfferEntry {
 export interface OfferOutcome {
   id: string
   created: boolean
+  /** When the message is due (server Unix ms); absent when it was de-duplicated. */
+  dueAt?: number
 }
 
 /** The Lua source of the offer script (for benchmarks against other clients). */
@@ -212,11 +245,27 @@ export declare function offerScriptSource(): string
 /** Packs an entry the way Redisson does (`struct.pack('Bc0Lc0', ...)`). */
 export declare function packEntry(id: Buffer, value: Buffer): Buffer
 
+/** What this process did with one queue since it started (see `docs/node.md`). */
+export interface QueueMetrics {
+  /** `delayed` or `reliable`. */
+  kind: string
+  name: string
+  offered: number
+  delivered: number
+  acked: number
+  nacked: number
+  dead: number
+  transferErrors: number
+  lateness: Histogram
+  transferDuration: Histogram
+}
+
 /** One message to offer. */
 export interface ReliableOfferEntry {
   payload: Buffer
   delayMs: number
   id?: string
+  shardKey?: string
 }
 
 /** The queue's settings are stored in Redis with it: one left out uses the stored value. */

@@ -842,6 +842,7 @@ module.exports.ReliableQueue = nativeBinding.ReliableQueue
 module.exports.connect = nativeBinding.connect
 module.exports.exiting = nativeBinding.exiting
 module.exports.giveUp = nativeBinding.giveUp
+module.exports.metrics = nativeBinding.metrics
 module.exports.offerScriptSource = nativeBinding.offerScriptSource
 module.exports.packEntry = nativeBinding.packEntry
 module.exports.setLogger = nativeBinding.setLogger

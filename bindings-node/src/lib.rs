@@ -32,6 +32,7 @@ mod convert;
 mod delayed_queue;
 mod error;
 mod logs;
+mod metrics;
 mod reliable_queue;
 
 use napi::bindgen_prelude::{Buffer, BufferSlice};

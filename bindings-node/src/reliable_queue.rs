@@ -37,6 +37,7 @@ pub struct ReliableOfferEntry {
     pub payload: Buffer,
     pub delay_ms: f64,
     pub id: Option<String>,
+    pub shard_key: Option<String>,
 }
 
 /// The settings of a reliable queue as stored in Redis with it, named as the options that
@@ -86,12 +87,15 @@ impl From<delayq::ReliableSettings> for ReliableSettings {
 pub struct OfferOutcome {
     pub id: String,
     pub created: bool,
+    /// When the message is due (server Unix ms); absent when it was de-duplicated.
+    pub due_at: Option<i64>,
 }
 
 fn outcome(o: delayq::OfferOutcome) -> OfferOutcome {
     OfferOutcome {
         id: o.id,
         created: o.created,
+        due_at: o.due_at,
     }
 }
 
@@ -122,23 +126,25 @@ impl From<delayq::Delivery> for Delivery {
     }
 }
 
-type Offers = Vec<(Vec<u8>, Duration, Option<String>)>;
+type Offers = Vec<(Vec<u8>, Duration, Option<String>, Option<String>)>;
 
 fn offers(list: Vec<ReliableOfferEntry>) -> Result<Offers> {
     list.into_iter()
-        .map(|m| Ok((m.payload.to_vec(), delay(m.delay_ms)?, m.id)))
+        .map(|m| Ok((m.payload.to_vec(), delay(m.delay_ms)?, m.id, m.shard_key)))
         .collect()
 }
 
 calls! { ReliableQueue {
-    "Offers `payload` due after `delayMs` (with `id`, once); resolves to its outcome."
+    "Offers `payload` due after `delayMs` (with `id`, once; in the shard of `shardKey`); resolves to its outcome."
     offer(payload: BufferSlice => payload.to_vec(), delay_ms: f64 => delay(delay_ms)?,
-        id: Option<String>) -> OfferOutcome =
-        |q| Ok(outcome(q.offer_with_outcome(payload, delay_ms, id.as_deref()).await?));
+        id: Option<String>, shard_key: Option<String>) -> OfferOutcome = |q| {
+        let (id, key) = (id.as_deref(), shard_key.as_deref());
+        Ok(outcome(q.offer_with_shard_key(payload, delay_ms, id, key).await?))
+    };
     "Offers many messages; resolves to an outcome per message, in order."
     offer_all(list: Vec<ReliableOfferEntry> => offers(list)?) -> Vec<OfferOutcome> = |q| {
-        let list = list.iter().map(|(p, d, id)| (p, *d, id.as_deref()));
-        Ok(q.offer_all_with_outcome(list).await?.into_iter().map(outcome).collect())
+        let list = list.iter().map(|(p, d, id, key)| (p, *d, id.as_deref(), key.as_deref()));
+        Ok(q.offer_all_with_shard_keys(list).await?.into_iter().map(outcome).collect())
     };
     "Removes a message that has not come due; resolves to whether there was one."
     cancel(id: String) -> bool = |q| q.cancel(&id).await;
@@ -286,6 +292,12 @@ impl Delivery {
     #[napi(getter)]
     pub fn due_at(&self) -> i64 {
         self.inner.due_at
+    }
+
+    /// The shard the message lives in (0 for a queue of one shard).
+    #[napi(getter)]
+    pub fn shard(&self) -> u32 {
+        self.inner.shard()
     }
 
     /// When this delivery's lease ends (server Unix ms); moved by `extend`.
