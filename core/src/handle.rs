@@ -143,15 +143,20 @@ impl Handle {
             give_back,
             runtime: self.client.inner.runtime.clone(),
         };
+        let closed = || {
+            self.client.check_open()?;
+            Err(Error::Closed("the queue handle was closed while waiting"))
+        };
         tokio::select! {
             reply = &mut receiving.rx => match reply {
+                Ok(Ok(Some(value))) => Ok(Some(value)),
+                // The task stops with nothing (or with the error of a connection the close
+                // shut) when the handle or client closes: that is a close, not a timeout.
+                _ if self.token.is_cancelled() => closed(),
                 Ok(reply) => reply,
                 Err(_) => Err(Error::Connection(format!("the blocking {what} was interrupted"))),
             },
-            _ = self.token.cancelled() => {
-                self.client.check_open()?;
-                Err(Error::Closed("the queue handle was closed while waiting"))
-            }
+            _ = self.token.cancelled() => closed(),
         }
     }
 }

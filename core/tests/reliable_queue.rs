@@ -402,6 +402,46 @@ async fn offer_and_reschedule_return_the_due_time_the_server_computed() {
     );
 }
 
+/// A client closed while a take and receives wait: each wait fails with `Closed`, never
+/// ends as if its time had passed (the Node exit test saw a receive resolve to null once in
+/// a few hundred closes). Repeated, since the close races the wait's own loop.
+#[tokio::test(flavor = "multi_thread")]
+async fn closing_the_client_fails_every_pending_wait_with_closed() {
+    let server = RedisServer::start();
+    for round in 0..100 {
+        let c = Client::connect(&server.url()).await.unwrap();
+        let d = c.delayed_queue(&format!("close-d-{round}")).unwrap();
+        let r = c
+            .reliable_queue(&format!("close-r-{round}"), opts(30_000, 5))
+            .unwrap();
+        let (d2, r2, r3) = (d.clone(), r.clone(), r.clone());
+        let waits = [
+            tokio::spawn(async move { d2.take(None).await.map(|v| v.is_some()) }),
+            tokio::spawn(async move { r2.receive(None).await.map(|v| v.is_some()) }),
+            tokio::spawn(async move {
+                r3.receive_many(5, Some(Duration::from_secs(60)))
+                    .await
+                    .map(|v| !v.is_empty())
+            }),
+        ];
+        d.size().await.unwrap();
+        if round % 2 == 1 {
+            tokio::time::sleep(Duration::from_millis(round % 7)).await;
+        }
+        c.close();
+        for (i, w) in waits.into_iter().enumerate() {
+            let got = tokio::time::timeout(Duration::from_secs(10), w)
+                .await
+                .expect("the wait ends after the close")
+                .unwrap();
+            assert!(
+                matches!(&got, Err(e) if e.kind() == ErrorKind::Closed),
+                "round {round}, wait {i}: {got:?}"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn nack_waits_for_the_back_off_schedule() {
     let server = RedisServer::start();
