@@ -16,6 +16,7 @@ mod delayed_queue;
 mod error;
 mod handover;
 mod logs;
+mod metrics;
 mod reliable_queue;
 mod time;
 

@@ -106,6 +106,7 @@ pub struct ReliableSettings {
 pub struct OfferOutcome {
     pub id: String,
     pub created: bool,
+    pub due_at: Option<i64>,
 }
 
 /// See `delayq::ReliableStats`.
@@ -126,20 +127,22 @@ pub struct DeadLetter {
     pub died_at: i64,
 }
 
-/// One message for `offer_all`: its payload, delay and optional id.
+/// One message for `offer_all`: its payload, delay, optional id and optional shard key.
 #[derive(Debug, Clone, uniffi::Record)]
 pub struct ReliableOfferEntry {
     pub payload: Vec<u8>,
     pub delay: DurationParts,
     pub id: Option<String>,
+    pub shard_key: Option<String>,
 }
 
-type Checked<'a> = (&'a [u8], Duration, Option<&'a str>);
+type Checked<'a> = (&'a [u8], Duration, Option<&'a str>, Option<&'a str>);
 
 fn checked(entries: &[ReliableOfferEntry]) -> delayq::Result<Vec<Checked<'_>>> {
-    let checked = entries
-        .iter()
-        .map(|e| Ok((&e.payload[..], e.delay.delay()?, e.id.as_deref())));
+    let checked = entries.iter().map(|e| {
+        let (id, key) = (e.id.as_deref(), e.shard_key.as_deref());
+        Ok((&e.payload[..], e.delay.delay()?, id, key))
+    });
     checked.collect()
 }
 
@@ -210,21 +213,14 @@ impl ReliableQueue {
 }
 
 twins!(ReliableQueue.inner as q {
-    /// Offers `payload` due after `delay`; returns its id (generated, or `id`).
-    fn offer / offer_blocking(payload: Vec<u8>, delay: DurationParts, id: Option<String>) -> String {
-        q.offer(&payload, delay.delay()?, id.as_deref()).await
+    /// Offers `payload` due after `delay` (in the shard of `shard_key`, if given); tells
+    /// whether this call created the message.
+    fn offer / offer_blocking(payload: Vec<u8>, delay: DurationParts, id: Option<String>, shard_key: Option<String>) -> OfferOutcome {
+        q.offer_with_shard_key(&payload, delay.delay()?, id.as_deref(), shard_key.as_deref()).await
     }
-    /// Like `offer`; tells whether this call created the message.
-    fn offer_with_outcome / offer_with_outcome_blocking(payload: Vec<u8>, delay: DurationParts, id: Option<String>) -> OfferOutcome {
-        q.offer_with_outcome(&payload, delay.delay()?, id.as_deref()).await
-    }
-    /// Offers many messages; returns their ids in order. All are checked first.
-    fn offer_all / offer_all_blocking(entries: Vec<ReliableOfferEntry>) -> Vec<String> {
-        q.offer_all(checked(&entries)?).await
-    }
-    /// Like `offer_all`; an outcome per message, in order.
-    fn offer_all_with_outcome / offer_all_with_outcome_blocking(entries: Vec<ReliableOfferEntry>) -> Vec<OfferOutcome> {
-        q.offer_all_with_outcome(checked(&entries)?).await
+    /// Offers many messages; an outcome per message, in order. All are checked first.
+    fn offer_all / offer_all_blocking(entries: Vec<ReliableOfferEntry>) -> Vec<OfferOutcome> {
+        q.offer_all_with_shard_keys(checked(&entries)?).await
     }
     /// Removes a message that has not come due; returns whether there was one.
     fn cancel / cancel_blocking(id: String) -> bool { q.cancel(&id).await }
@@ -308,6 +304,11 @@ impl Delivery {
     /// When the message came due (server Unix ms).
     pub fn due_at(&self) -> i64 {
         self.inner.due_at
+    }
+
+    /// The shard the message lives in (0 for a queue of one shard).
+    pub fn shard(&self) -> u32 {
+        self.inner.shard()
     }
 
     /// When this delivery's lease ends (server Unix ms); moved by `extend`.

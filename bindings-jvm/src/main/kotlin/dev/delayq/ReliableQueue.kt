@@ -157,8 +157,14 @@ data class ReliableSettings(
     val idempotencyRetention: Duration?,
 )
 
-/** What [ReliableQueue.offerWithOutcome] did: the message [id], and whether this call [created] it (false: de-duplicated). */
-data class OfferOutcome(val id: String, val created: Boolean)
+/**
+ * What [ReliableQueue.offerWithOutcome] did: the message [id], whether this call [created] it
+ * (false: de-duplicated), and when it is due ([dueAt], server Unix ms as the server computed
+ * it; null when de-duplicated: the existing message keeps its own).
+ */
+data class OfferOutcome
+    @JvmOverloads
+    constructor(val id: String, val created: Boolean, val dueAt: Long? = null)
 
 /** Counts of a reliable queue: messages [delayed], [ready] to receive, [inFlight] (received, not settled), [dead]. */
 data class ReliableStats(val delayed: Long, val ready: Long, val inFlight: Long, val dead: Long)
@@ -171,12 +177,15 @@ class DeadLetter(val id: String, val payload: ByteArray, val attempts: Int, val 
     override fun toString() = "DeadLetter(id=$id, attempts=$attempts, diedAt=$diedAt, payload=${payload.size} bytes)"
 }
 
-/** One message for [ReliableQueue.offerAll]: its payload, delay and optional id. */
-class ReliableOffer @JvmOverloads constructor(val payload: ByteArray, val delay: Duration, val id: String? = null) {
-    /** A UTF-8 string payload. */
+/** One message for [ReliableQueue.offerAll]: its payload, delay, optional id and optional [shardKey] (see [ReliableQueue.offer]). */
+class ReliableOffer
     @JvmOverloads
-    constructor(payload: String, delay: Duration, id: String? = null) : this(Bridge.utf8(payload), delay, id)
-}
+    constructor(val payload: ByteArray, val delay: Duration, val id: String? = null, val shardKey: String? = null) {
+        /** A UTF-8 string payload. */
+        @JvmOverloads
+        constructor(payload: String, delay: Duration, id: String? = null, shardKey: String? = null) :
+            this(Bridge.utf8(payload), delay, id, shardKey)
+    }
 
 /** What [ReliableQueue.consume] runs for each delivery: returning acks it, throwing nacks it. */
 fun interface DeliveryHandler {
@@ -204,6 +213,9 @@ class Delivery internal constructor(internal val ffi: FfiDelivery) {
 
     /** When the message came due (server Unix ms). */
     val dueAt: Long by lazy { ffi.dueAt() }
+
+    /** The shard the message lives in (0 for a queue of one shard). */
+    val shard: Int by lazy { ffi.shard().toInt() }
 
     /** When this delivery's lease ends (server Unix ms): past it, the message may go to another consumer. Moved by [extend]. */
     val deadline: Long get() = ffi.deadline()
@@ -268,28 +280,33 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     /**
      * Offers [payload], due after [delay]; returns its id: [id] when given, else a generated
      * one. A message with that id still waiting or in flight is not offered twice: the call
-     * returns the id and leaves that message as it is.
+     * returns the id and leaves that message as it is. With [shardKey] (1 to 255 bytes), the
+     * message goes to the shard of the key instead of the shard of its id, so that messages
+     * with one key stay in one shard (a queue of several shards; `docs/cluster.md`).
      */
     @JvmOverloads
-    fun offer(payload: ByteArray, delay: Duration, id: String? = null): String = native { ffi.offerBlocking(payload, Bridge.parts(delay), id) }
+    fun offer(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): String =
+        offerWithOutcome(payload, delay, id, shardKey).id
 
     @JvmOverloads
-    fun offer(payload: String, delay: Duration, id: String? = null): String = offer(Bridge.utf8(payload), delay, id)
+    fun offer(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): String =
+        offer(Bridge.utf8(payload), delay, id, shardKey)
 
     /** Like [offer]; tells whether this call created the message or found one with that [id] (de-duplicated). */
     @JvmOverloads
-    fun offerWithOutcome(payload: ByteArray, delay: Duration, id: String? = null): OfferOutcome =
-        native { outcome(ffi.offerWithOutcomeBlocking(payload, Bridge.parts(delay), id)) }
+    fun offerWithOutcome(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): OfferOutcome =
+        native { outcome(ffi.offerBlocking(payload, Bridge.parts(delay), id, shardKey)) }
 
     @JvmOverloads
-    fun offerWithOutcome(payload: String, delay: Duration, id: String? = null): OfferOutcome = offerWithOutcome(Bridge.utf8(payload), delay, id)
+    fun offerWithOutcome(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): OfferOutcome =
+        offerWithOutcome(Bridge.utf8(payload), delay, id, shardKey)
 
     /** Offers many messages, one round trip per thousand; returns their ids in order. All are checked first. */
-    fun offerAll(messages: List<ReliableOffer>): List<String> = native { ffi.offerAllBlocking(messages.map(::entry)) }
+    fun offerAll(messages: List<ReliableOffer>): List<String> = offerAllWithOutcome(messages).map { it.id }
 
     /** Like [offerAll]; an [OfferOutcome] per message, in order. */
     fun offerAllWithOutcome(messages: List<ReliableOffer>): List<OfferOutcome> =
-        native { ffi.offerAllWithOutcomeBlocking(messages.map(::entry)).map(::outcome) }
+        native { ffi.offerAllBlocking(messages.map(::entry)).map(::outcome) }
 
     /** Removes a message that has not come due yet; returns whether there was one. */
     fun cancel(id: String): Boolean = native { ffi.cancelBlocking(id) }
@@ -359,18 +376,20 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     fun consumeAsync(concurrency: Int, handler: DeliveryHandler): CompletableFuture<Unit> = consumeAsync(handler, concurrency)
 
     @JvmOverloads
-    fun offerAsync(payload: ByteArray, delay: Duration, id: String? = null): CompletableFuture<String> = Bridge.future { coroutines.offer(payload, delay, id) }
+    fun offerAsync(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): CompletableFuture<String> =
+        Bridge.future { coroutines.offer(payload, delay, id, shardKey) }
 
     @JvmOverloads
-    fun offerAsync(payload: String, delay: Duration, id: String? = null): CompletableFuture<String> = Bridge.future { coroutines.offer(payload, delay, id) }
+    fun offerAsync(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): CompletableFuture<String> =
+        Bridge.future { coroutines.offer(payload, delay, id, shardKey) }
 
     @JvmOverloads
-    fun offerWithOutcomeAsync(payload: ByteArray, delay: Duration, id: String? = null): CompletableFuture<OfferOutcome> =
-        Bridge.future { coroutines.offerWithOutcome(payload, delay, id) }
+    fun offerWithOutcomeAsync(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): CompletableFuture<OfferOutcome> =
+        Bridge.future { coroutines.offerWithOutcome(payload, delay, id, shardKey) }
 
     @JvmOverloads
-    fun offerWithOutcomeAsync(payload: String, delay: Duration, id: String? = null): CompletableFuture<OfferOutcome> =
-        Bridge.future { coroutines.offerWithOutcome(payload, delay, id) }
+    fun offerWithOutcomeAsync(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): CompletableFuture<OfferOutcome> =
+        Bridge.future { coroutines.offerWithOutcome(payload, delay, id, shardKey) }
 
     fun offerAllAsync(messages: List<ReliableOffer>): CompletableFuture<List<String>> = Bridge.future { coroutines.offerAll(messages) }
 
@@ -439,19 +458,22 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
     /** The suspending calls of a [ReliableQueue]; cancelling a coroutine cancels its call. */
     inner class Coroutines internal constructor() {
-        suspend fun offer(payload: ByteArray, delay: Duration, id: String? = null): String = native { ffi.offer(payload, Bridge.parts(delay), id) }
+        suspend fun offer(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): String =
+            offerWithOutcome(payload, delay, id, shardKey).id
 
-        suspend fun offer(payload: String, delay: Duration, id: String? = null): String = offer(Bridge.utf8(payload), delay, id)
+        suspend fun offer(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): String =
+            offer(Bridge.utf8(payload), delay, id, shardKey)
 
-        suspend fun offerWithOutcome(payload: ByteArray, delay: Duration, id: String? = null): OfferOutcome =
-            native { outcome(ffi.offerWithOutcome(payload, Bridge.parts(delay), id)) }
+        suspend fun offerWithOutcome(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): OfferOutcome =
+            native { outcome(ffi.offer(payload, Bridge.parts(delay), id, shardKey)) }
 
-        suspend fun offerWithOutcome(payload: String, delay: Duration, id: String? = null): OfferOutcome = offerWithOutcome(Bridge.utf8(payload), delay, id)
+        suspend fun offerWithOutcome(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): OfferOutcome =
+            offerWithOutcome(Bridge.utf8(payload), delay, id, shardKey)
 
-        suspend fun offerAll(messages: List<ReliableOffer>): List<String> = native { ffi.offerAll(messages.map(::entry)) }
+        suspend fun offerAll(messages: List<ReliableOffer>): List<String> = offerAllWithOutcome(messages).map { it.id }
 
         suspend fun offerAllWithOutcome(messages: List<ReliableOffer>): List<OfferOutcome> =
-            native { ffi.offerAllWithOutcome(messages.map(::entry)).map(::outcome) }
+            native { ffi.offerAll(messages.map(::entry)).map(::outcome) }
 
         suspend fun cancel(id: String): Boolean = native { ffi.cancel(id) }
 
@@ -499,9 +521,9 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     }
 }
 
-private fun entry(o: ReliableOffer) = ReliableOfferEntry(o.payload, Bridge.parts(o.delay), o.id)
+private fun entry(o: ReliableOffer) = ReliableOfferEntry(o.payload, Bridge.parts(o.delay), o.id, o.shardKey)
 
-private fun outcome(o: dev.delayq.ffi.OfferOutcome) = OfferOutcome(o.id, o.created)
+private fun outcome(o: dev.delayq.ffi.OfferOutcome) = OfferOutcome(o.id, o.created, o.dueAt)
 
 private fun settings(s: dev.delayq.ffi.ReliableSettings) =
     ReliableSettings(s.visibilityTimeout, s.maxAttempts.toInt(), Backoff.of(s.backoff), s.shards.toInt(), s.deadLetterRetention, s.idempotencyRetention)

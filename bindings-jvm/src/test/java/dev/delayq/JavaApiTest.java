@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -130,7 +131,8 @@ class JavaApiTest {
                     () -> client.reliableQueue(name, new ReliableQueueOptions().withMaxAttempts(7)).stats());
 
             OfferOutcome first = jobs.offerWithOutcome("charge", Duration.ZERO, "invoice-7");
-            assertEquals(new OfferOutcome("invoice-7", true), first);
+            assertEquals(new OfferOutcome("invoice-7", true, first.getDueAt()), first);
+            assertNotNull(first.getDueAt());
             assertFalse(jobs.offerWithOutcome("charge", Duration.ZERO, "invoice-7").getCreated());
             List<OfferOutcome> outs = jobs.offerAllWithOutcome(List.of(new ReliableOffer("a", Duration.ZERO), new ReliableOffer("b", Duration.ZERO, "invoice-7")));
             assertTrue(outs.get(0).getCreated());
@@ -158,6 +160,29 @@ class JavaApiTest {
             jobs.closeGracefully(Duration.ofSeconds(5));
             running.get(10, TimeUnit.SECONDS);
             assertThrows(ClosedException.class, jobs::stats);
+        }
+    }
+
+    @Test
+    void shardKeysAndMetricsFromJava(RedisServer redis) throws Exception {
+        String name = RedisServer.Companion.uniqueName("java-shards");
+        try (Client client = Client.connect(redis.getUrl());
+                ReliableQueue jobs = client.reliableQueue(name, new ReliableQueueOptions().withShards(4))) {
+            String id = jobs.offer("a", Duration.ZERO, null, "tenant-9");
+            OfferOutcome out = jobs.offerWithOutcomeAsync("b", Duration.ZERO, null, "tenant-9").get(10, TimeUnit.SECONDS);
+            jobs.offerAll(List.of(new ReliableOffer("c", Duration.ZERO, null, "tenant-9")));
+            java.util.zip.CRC32 crc = new java.util.zip.CRC32();
+            crc.update("tenant-9".getBytes(StandardCharsets.UTF_8));
+            int expected = (int) (crc.getValue() % 4);
+            List<Delivery> got = new ArrayList<>();
+            while (got.size() < 3) got.addAll(jobs.receiveMany(10, Duration.ofSeconds(5)));
+            for (Delivery d : got) assertEquals(expected, d.getShard(), d.getId());
+            assertTrue(got.stream().anyMatch(d -> d.getId().equals(id) || d.getId().equals(out.getId())));
+            assertEquals(List.of(true, true, true), jobs.ackMany(got));
+            QueueMetrics mine = Metrics.snapshot().getQueues().stream()
+                    .filter(q -> q.getName().equals(name)).findFirst().orElseThrow();
+            assertEquals("reliable", mine.getKind());
+            assertEquals(3L, mine.getAcked());
         }
     }
 

@@ -177,13 +177,16 @@ class ReliableWorkloadsTest {
     fun `offerWithOutcome tells created from de-duplicated, and the idempotency retention`(redis: RedisServer) =
         Client.connect(redis.url).use { client ->
             val q = client.reliableQueue(RedisServer.uniqueName("outcome"))
-            assertEquals(OfferOutcome("order-1", true), q.offerWithOutcome("a", Duration.ZERO, "order-1"))
+            val created = q.offerWithOutcome("a", Duration.ZERO, "order-1")
+            assertEquals(OfferOutcome("order-1", true, created.dueAt), created)
+            assertNotNull(created.dueAt, "a created message has its due time")
             assertEquals(OfferOutcome("order-1", false), q.offerWithOutcome("b".toByteArray(), Duration.ZERO, "order-1"))
             assertEquals(OfferOutcome("order-1", false), q.offerWithOutcomeAsync("c", Duration.ZERO, "order-1").get(10, TimeUnit.SECONDS))
             assertEquals(OfferOutcome("order-1", false), runBlocking { q.coroutines.offerWithOutcome("d", Duration.ZERO, "order-1") })
             assertTrue(q.offerWithOutcome("gen", Duration.ZERO).created)
             val outs = q.offerAllWithOutcome(listOf(ReliableOffer("e", Duration.ZERO, "order-1"), ReliableOffer("f", Duration.ZERO, "order-2")))
-            assertEquals(listOf(OfferOutcome("order-1", false), OfferOutcome("order-2", true)), outs)
+            assertEquals(listOf(OfferOutcome("order-1", false), OfferOutcome("order-2", true, outs[1].dueAt)), outs)
+            assertNotNull(outs[1].dueAt)
             assertEquals(listOf(false), q.offerAllWithOutcomeAsync(listOf(ReliableOffer("g", Duration.ZERO, "order-2"))).get(10, TimeUnit.SECONDS).map { it.created })
 
             val kept = client.reliableQueue(RedisServer.uniqueName("kept"), ReliableQueueOptions(idempotencyRetention = Duration.ofMinutes(1)))

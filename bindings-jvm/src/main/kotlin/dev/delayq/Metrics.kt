@@ -1,0 +1,61 @@
+package dev.delayq
+
+import dev.delayq.ffi.HistogramRecord
+import dev.delayq.ffi.metricsSnapshot
+
+/**
+ * A histogram of observations in seconds: [buckets] with cumulative counts at or below each
+ * upper bound, ascending (the `+Inf` bucket is [count]), and [sumSeconds] of them all.
+ */
+data class Histogram(val buckets: List<Bucket>, val count: Long, val sumSeconds: Double) {
+    /** Observations at or below [le] seconds. */
+    data class Bucket(val le: Double, val count: Long)
+}
+
+/**
+ * What this process did with one queue since it started: [kind] is `delayed` or `reliable`;
+ * [offered] counts created messages (not de-duplicated offers), [delivered] receives or takes,
+ * [acked] acks that held their lease, [nacked] nacks for a retry, [dead] messages buried
+ * (nacked, or their lease ended, on the last attempt; the latter when this process's transfer
+ * pass found it), [transferErrors] failed transfer passes; [lateness] runs from due time to
+ * receipt (reliable queues, server clock), [transferDuration] times each transfer pass.
+ */
+data class QueueMetrics(
+    val kind: String,
+    val name: String,
+    val offered: Long,
+    val delivered: Long,
+    val acked: Long,
+    val nacked: Long,
+    val dead: Long,
+    val transferErrors: Long,
+    val lateness: Histogram,
+    val transferDuration: Histogram,
+)
+
+/**
+ * Every counter of this process (the ones `delayq serve` exports on `/metrics`): one
+ * [QueueMetrics] per queue that had an event, sorted by kind and name, then the
+ * [connectionErrors] and [timeouts] core saw. Not the queue's contents in Redis (that is
+ * `stats()`).
+ */
+data class Metrics(val queues: List<QueueMetrics>, val connectionErrors: Long, val timeouts: Long) {
+    companion object {
+        /** Reads every counter of this process now. */
+        @JvmStatic
+        fun snapshot(): Metrics {
+            val s = metricsSnapshot()
+            val queues =
+                s.queues.map {
+                    QueueMetrics(
+                        it.kind, it.name, it.offered, it.delivered, it.acked, it.nacked, it.dead,
+                        it.transferErrors, histogram(it.lateness), histogram(it.transferDuration),
+                    )
+                }
+            return Metrics(queues, s.connectionErrors, s.timeouts)
+        }
+
+        private fun histogram(h: HistogramRecord) =
+            Histogram(h.bounds.zip(h.counts) { le, n -> Histogram.Bucket(le, n) }, h.count, h.sumSeconds)
+    }
+}
