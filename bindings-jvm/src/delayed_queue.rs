@@ -25,6 +25,14 @@ pub struct OfferEntry {
     pub delay: DurationParts,
 }
 
+/// One `offerAsync` call: its value, delay, and the token its outcome goes to.
+#[derive(Debug, Clone, uniffi::Record)]
+pub struct OfferThen {
+    pub value: Vec<u8>,
+    pub delay: DurationParts,
+    pub token: i64,
+}
+
 /// A handle on one delayed queue; see `delayq::DelayedQueue`.
 #[derive(uniffi::Object)]
 pub struct DelayedQueue {
@@ -49,17 +57,18 @@ impl DelayedQueue {
         self.inner.close();
     }
 
-    /// Offers `value` after a delay (a `java.time.Duration`'s seconds and nanos, as two
-    /// numbers); its due time (Unix ms, server clock) goes to the completions as `token`'s.
-    /// Core coalesces concurrent offers; the offer takes its place in order here, at the call.
-    pub fn offer_then(&self, value: Vec<u8>, seconds: i64, nanos: u32, token: i64) {
-        let offered = DurationParts { seconds, nanos }
-            .delay()
-            .map(|d| self.inner.offer(value, d));
-        spawn_then(token, async move { offered?.await });
+    /// Offers each value after its delay; each due time (Unix ms, server clock) goes to the
+    /// completions as its token's. The facade queues the `offerAsync` calls made while the
+    /// previous batch crossed, so that one JNA call carries many (JNA's cost is per call).
+    /// Core coalesces concurrent offers; each takes its place in order here, at the call.
+    pub fn offer_all_then(&self, offers: Vec<OfferThen>) {
+        for o in offers {
+            let offered = o.delay.delay().map(|d| self.inner.offer(o.value, d));
+            spawn_then(o.token, async move { offered?.await });
+        }
     }
 
-    /// [`DelayedQueue::offer_then`], blocking.
+    /// Offers `value` after a delay (seconds and nanos); returns its due time, blocking.
     pub fn offer_blocking(
         &self,
         value: Vec<u8>,

@@ -3,7 +3,7 @@
 //! everything else is core's.
 //!
 //! Most calls exist twice ([`twins!`]): async (a Kotlin `suspend fun`) and `_blocking`
-//! (for plain Java threads). The hottest async call (`DelayedQueue.offer_then`) and the
+//! (for plain Java threads). The hottest async call (`DelayedQueue.offer_all_then`) and the
 //! ready signal of core's hand-over report through [`callbacks`]: one upcall carries every
 //! completion queued meanwhile. Modules mirror core's.
 

@@ -4,6 +4,7 @@ import com.sun.jna.CallbackThreadInitializer
 import com.sun.jna.Native
 import dev.delayq.ffi.Completions
 import dev.delayq.ffi.DurationParts
+import dev.delayq.ffi.FfiException
 import dev.delayq.ffi.setCompletions
 import dev.delayq.ffi.uniffiCallbackInterfaceCompletions
 import dev.delayq.ffi.uniffiRustFutureContinuationCallbackImpl
@@ -27,7 +28,7 @@ internal class Handover<T>(val onReady: (Long) -> Unit, val claim: () -> T, val 
 /**
  * Type conversions and the async bridge shared by the facade classes.
  *
- * Calls that report through tokens (`offerThen`, the ready signal of a hand-over) complete
+ * Calls that report through tokens (`offerAllThen`, the ready signal of a hand-over) complete
  * here: the native `delayq-callbacks` thread hands over every completion queued meanwhile
  * in one upcall ([completed]), and each completes its future or resumes its coroutine.
  */
@@ -75,6 +76,12 @@ internal object Bridge : Completions {
 
     override fun failed(token: Long, kind: String, message: String) {
         waiting.remove(token)?.let { done -> runCatching { done(0, exceptionOf(kind, message)) } }
+    }
+
+    /** Fails [token]'s call with [e] (a native call that never reached core). */
+    fun fail(token: Long, e: Throwable) {
+        val error = (e as? FfiException)?.toPublic() ?: e as? DelayqException ?: ConnectionException(e.toString(), e)
+        waiting.remove(token)?.let { done -> runCatching { done(0, error) } }
     }
 
     /** A future completed by the native call that [start] begins with its token. */

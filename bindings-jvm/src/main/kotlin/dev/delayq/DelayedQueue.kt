@@ -2,6 +2,7 @@ package dev.delayq
 
 import dev.delayq.ffi.DurationParts
 import dev.delayq.ffi.OfferEntry
+import dev.delayq.ffi.OfferThen
 import kotlinx.coroutines.future.await
 import java.time.Duration
 import java.util.concurrent.CompletableFuture
@@ -42,6 +43,10 @@ class Offer(val value: ByteArray, val delay: Duration) {
 class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : AutoCloseable {
     /** The suspending API of this queue, for coroutines. */
     val coroutines: Coroutines = Coroutines()
+
+    /** `offerAsync` calls on their way to core, many per native call. */
+    private val offers =
+        Batches<OfferThen>({ batch -> ffi.offerAllThen(batch) }, { batch, e -> batch.forEach { Bridge.fail(it.token, e) } })
 
     /** The queue's name (its destination list). */
     val name: String get() = ffi.name()
@@ -91,7 +96,7 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
      * it does not take the offer back.
      */
     fun offerAsync(value: ByteArray, delay: Duration): CompletableFuture<Long> =
-        Bridge.futureOf { token -> ffi.offerThen(value, delay.seconds, delay.nano.toUInt(), token) }
+        Bridge.futureOf { token -> offers.add(OfferThen(value, Bridge.parts(delay), token)) }
 
     fun offerAsync(value: String, delay: Duration): CompletableFuture<Long> = offerAsync(Bridge.utf8(value), delay)
 

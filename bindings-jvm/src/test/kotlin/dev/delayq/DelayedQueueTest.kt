@@ -229,4 +229,25 @@ class DelayedQueueTest {
         val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20)
         while (!condition() && System.nanoTime() < deadline) Thread.onSpinWait()
     }
+
+    @Test
+    fun `offerAsync calls from one thread, batched per native call, all land in call order`(redis: RedisServer) =
+        Client.connect(redis.url).use { client ->
+            val queue = client.delayedQueue(RedisServer.uniqueName("async-batches"))
+            val n = 5000
+            val futures = (0 until n).map { queue.offerAsync("v$it", Duration.ofHours(1)) }
+            val dues = futures.map { it.get(30, TimeUnit.SECONDS) }
+            assertEquals(n.toLong(), queue.size())
+            // One handle's offers reach Redis in call order: due times never go back.
+            assertTrue(dues.zipWithNext().all { (a, b) -> a <= b }, "due times out of call order")
+            assertEquals((0 until n).map { "v$it" }, queue.readAll().map { String(it) }, "queue order is call order")
+            val bad = queue.offerAsync("x", Duration.ofSeconds(-1))
+            val good = queue.offerAsync("y", Duration.ZERO)
+            val e = assertThrows<java.util.concurrent.ExecutionException> { bad.get(10, TimeUnit.SECONDS) }
+            assertTrue(e.cause is InvalidArgumentException, e.cause.toString())
+            assertTrue(good.get(10, TimeUnit.SECONDS) > 0, "a bad offer fails alone")
+            queue.close()
+            val closed = assertThrows<java.util.concurrent.ExecutionException> { queue.offerAsync("z", Duration.ZERO).get(10, TimeUnit.SECONDS) }
+            assertTrue(closed.cause is ClosedException, closed.cause.toString())
+        }
 }
