@@ -155,7 +155,7 @@ def test_offer_with_outcome_and_idempotency_retention(url: str, name: str) -> No
         assert (first.id, first.created) == ("order-1", True)
         dup = q.offer_with_outcome(b"b", 0, id="order-1")
         assert (dup.id, dup.created) == ("order-1", False)
-        assert repr(dup) == "OfferOutcome(id='order-1', created=False)"
+        assert repr(dup) == "OfferOutcome(id='order-1', created=False, due_at=None)"
         gen = q.offer_with_outcome(b"c")
         assert gen.created and gen.id
         outs = q.offer_all_with_outcome([(b"d", 0, "order-1"), (b"e", 0, "order-2"), (b"f", 0)])
