@@ -128,7 +128,7 @@ function toOptionalShardKey(key) {
 
 /** The third argument of offer: an id, or `{ id?, shardKey? }`. */
 function offerOptions(idOrOptions) {
-  if (idOrOptions !== null && typeof idOrOptions === 'object') {
+  if (idOrOptions !== null && typeof idOrOptions === 'object' && !Array.isArray(idOrOptions)) {
     return [toOptionalId(idOrOptions.id), toOptionalShardKey(idOrOptions.shardKey)];
   }
   return [toOptionalId(idOrOptions), undefined];

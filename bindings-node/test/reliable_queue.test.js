@@ -93,7 +93,10 @@ test('every call taking an id refuses a non-string id with the invalid-argument 
   for (const id of [42, 1n, {}, ['a'], true]) {
     await assert.rejects(q.cancel(id), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `cancel(${typeof id})`);
     await assert.rejects(q.reschedule(id, 0), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `reschedule(${typeof id})`);
-    await assert.rejects(q.offer('x', 0, id), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+    // A plain object is offer's options (`{ id, shardKey }`): its id is checked instead.
+    const asOptions = typeof id === 'object' && !Array.isArray(id);
+    await assert.rejects(q.offer('x', 0, asOptions ? { id: 42 } : id), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+    await assert.rejects(q.offer('x', 0, { id }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
     await assert.rejects(q.offerAll([['x', 0, id]]), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `offerAll(${typeof id})`);
     await assert.rejects(q.offerAll([{ payload: 'x', id }]), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
     await assert.rejects(q.requeueDead([id]), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `requeueDead(${typeof id})`);

@@ -176,7 +176,9 @@ test('receiveMany honours an AbortSignal and strands nothing', async () => {
 
 test('offerWithOutcome tells created from de-duplicated; the idempotency retention', async () => {
   const q = client.reliableQueue(queueName());
-  assert.deepEqual(await q.offerWithOutcome('a', 0, 'order-1'), { id: 'order-1', created: true });
+  const first = await q.offerWithOutcome('a', 0, 'order-1');
+  assert.deepEqual(first, { id: 'order-1', created: true, dueAt: first.dueAt });
+  assert.equal(typeof first.dueAt, 'number');
   assert.deepEqual(await q.offerWithOutcome('b', 0, 'order-1'), { id: 'order-1', created: false });
   const gen = await q.offerWithOutcome('c');
   assert.ok(gen.created && gen.id.length > 0);
