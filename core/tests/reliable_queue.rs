@@ -354,14 +354,18 @@ async fn a_lease_ending_on_the_last_attempt_is_counted_dead_in_metrics() {
         .unwrap();
     q.offer("x", Duration::ZERO, Some("x")).await.unwrap();
     let d = q.receive(WAIT).await.unwrap().unwrap();
-    // Never acked: the transfer task buries it when the lease ends (one attempt allowed).
+    // Never acked: the transfer task buries it when the lease ends (one attempt allowed),
+    // and counts the burial once the script's reply is back, which may be after a `stats`
+    // call already sees the dead letter: wait for the count itself.
+    let metrics = || delayq::metrics::queue(delayq::metrics::QueueKind::Reliable, q.name());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while q.stats().await.unwrap().dead == 0 {
-        assert!(tokio::time::Instant::now() < deadline, "never buried");
+    while metrics().dead == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "never counted");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let m = delayq::metrics::queue(delayq::metrics::QueueKind::Reliable, q.name());
+    let m = metrics();
     assert_eq!((m.delivered, m.acked, m.dead), (1, 0, 1));
+    assert_eq!(q.stats().await.unwrap().dead, 1, "buried once");
     assert!(
         !d.ack().await.unwrap(),
         "the buried delivery cannot be acked"
