@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -22,7 +23,11 @@ def test_ctrl_c_interrupts_a_take_without_timeout(
     url: str, name: str, redis_server: RedisServer
 ) -> None:
     script = (
-        "import delayq, sys\n"
+        "import delayq, signal, sys\n"
+        # Python's own Ctrl-C handler, whatever this process inherited: a child started
+        # from a background job of a non-interactive shell inherits SIGINT ignored, and
+        # then Python installs no handler and no KeyboardInterrupt ever comes.
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         f"q = delayq.Client({url!r}).delayed_queue({name!r})\n"
         "print('waiting', flush=True)\n"
         "try:\n"
@@ -32,6 +37,9 @@ def test_ctrl_c_interrupts_a_take_without_timeout(
         "    sys.exit(0)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    # A child that never answers is killed, so that a read below ends instead of hanging.
+    watchdog = threading.Timer(60, proc.kill)
+    watchdog.start()
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "waiting"
@@ -46,6 +54,7 @@ def test_ctrl_c_interrupts_a_take_without_timeout(
         elapsed = time.monotonic() - sent
         assert proc.wait(5) == 0
     finally:
+        watchdog.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
@@ -69,6 +78,9 @@ def test_ctrl_c_interrupts_a_take_without_timeout(
 _INTERRUPTED_ROUNDS = r"""
 import json, os, signal, sys, threading, time
 import delayq, redis
+
+# Python's own Ctrl-C handler, whatever this process inherited (see the test above).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 url, name, kind, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 r = redis.Redis.from_url(url)
