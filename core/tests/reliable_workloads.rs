@@ -255,6 +255,100 @@ async fn receive_many_takes_a_batch_and_ack_many_settles_it() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_ack_batch_tells_each_delivery_apart_and_deletes_only_what_it_acked() {
+    // One script call acks a batch with one XDEL, one ZREM and one HDEL for all: what it
+    // says per delivery, and what it removes, must still be per delivery.
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("ackbatch", named(30_000, 5)).unwrap();
+    let ids: Vec<String> = (0..6).map(|i| format!("id{i}")).collect();
+    q.offer_all(
+        ids.iter()
+            .map(|id| (id.as_bytes(), Duration::ZERO, Some(id.as_str()))),
+    )
+    .await
+    .unwrap();
+    let got = q.receive_many(5, WAIT).await.unwrap();
+    assert_eq!(got.len(), 5);
+    // Two end before the batch: one acked, one nacked (it is ready again, attempt 2).
+    assert!(got[0].ack().await.unwrap());
+    assert!(got[1].nack(Some(Duration::ZERO)).await.unwrap());
+    let mut batch = got.clone();
+    batch.push(got[4].clone()); // the same delivery twice in one batch
+    let acked = q.ack_many(&batch).await.unwrap();
+    assert_eq!(acked, vec![false, false, true, true, true, false]);
+    // Left: m1 (nacked, ready) and m5 (never received); nothing in flight.
+    let s = q.stats().await.unwrap();
+    assert_eq!((s.ready, s.in_flight, s.delayed), (2, 0, 0), "{s:?}");
+    let keys = q.keys().clone();
+    assert_eq!(server.cli(&["XLEN", &keys.ready]), "2");
+    assert_eq!(
+        server.cli(&["HLEN", &keys.ids]),
+        "2",
+        "the acked ids are forgotten"
+    );
+    assert_eq!(server.cli(&["ZCARD", "{dq:ackbatch}:leases"]), "0");
+    let rest = q.receive_many(10, WAIT).await.unwrap();
+    let mut ids: Vec<_> = rest.iter().map(|d| (d.id.clone(), d.attempt)).collect();
+    ids.sort();
+    assert_eq!(ids, vec![("id1".to_string(), 2), ("id5".to_string(), 1)]);
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn consume_has_every_handed_over_ack_landed_before_it_returns() {
+    // A worker hands its ack to the batcher and goes on: the consume call (and the
+    // graceful close) must still return only after those acks landed.
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("acklanded", named(30_000, 5)).unwrap();
+    let n = 3000u32;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        q.offer_all(
+            chunk
+                .iter()
+                .map(|i| (format!("m{i}"), Duration::ZERO, None)),
+        )
+        .await
+        .unwrap();
+    }
+    let handled = Arc::new(AtomicU32::new(0));
+    let consumer = {
+        let (q, handled) = (q.clone(), handled.clone());
+        tokio::spawn(async move {
+            q.consume(
+                move |_d| {
+                    let handled = handled.clone();
+                    async move {
+                        handled.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, String>(())
+                    }
+                },
+                50,
+            )
+            .await
+        })
+    };
+    assert!(
+        common::eventually(Duration::from_secs(60), || async {
+            handled.load(Ordering::SeqCst) == n
+        })
+        .await,
+        "handled {} of {n}",
+        handled.load(Ordering::SeqCst)
+    );
+    q.close_gracefully(Duration::from_secs(10)).await.unwrap();
+    consumer.await.unwrap().unwrap();
+    let check = c
+        .reliable_queue("acklanded", ReliableQueueOptions::default())
+        .unwrap();
+    assert_eq!(check.stats().await.unwrap(), ReliableStats::default());
+    assert_eq!(handled.load(Ordering::SeqCst), n, "none handled twice");
+    assert_eq!(q.lost_leases(), 0);
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn offers_tell_created_from_deduplicated_and_acked_ids_can_be_remembered() {
     let server = RedisServer::start();
     let c = Client::connect(&server.url()).await.unwrap();

@@ -4,11 +4,13 @@
 //! - the receiver keeps a buffer of up to `concurrency` deliveries filled with
 //!   `receive_many`, so that workers never wait a round trip for their next message and
 //!   one round trip brings many (prefetch);
-//! - a worker runs the handler on one delivery at a time and, while it runs, extends the
-//!   delivery's lease every third of the visibility timeout, so a handler may run longer
-//!   than the timeout while its process lives; a lease found lost is logged;
-//! - acks go through one batcher per shard: the acks that finish while one is in flight
-//!   go together in the next script call.
+//! - a worker runs the handler on one delivery at a time and, once it has run for a third
+//!   of the visibility timeout, extends the delivery's lease every third of the timeout,
+//!   so a handler may run longer than the timeout while its process lives; a lease found
+//!   lost is logged;
+//! - a worker hands a finished delivery to its shard's ack batcher and goes on to the next
+//!   message: the acks handed over while one is in flight go together in the next script
+//!   call (a consume returns only after every ack handed over was sent).
 //!
 //! A graceful close stops the receiver, lets running handlers finish (up to the deadline),
 //! settles them, gives back the buffered deliveries no handler started, then closes.
@@ -20,80 +22,71 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::FutureExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::{Delivery, ReliableQueue, MAX_RECEIVE};
 use crate::error::{Error, ErrorKind, Result};
 
-/// Acks of one consume call, batched: one batcher per shard, so that a shard whose master
-/// is down (a failover) does not hold up the acks of the others.
+/// Acks of one consume call, batched: one batcher task per shard (so that a shard whose
+/// master is down, in a failover, does not hold up the acks of the others). A worker hands
+/// its delivery over and goes on to the next message; the batcher acks everything handed
+/// over while its previous call was in flight in one script call, and logs a failure.
 #[derive(Clone)]
 struct Acker {
-    tx: mpsc::UnboundedSender<(Delivery, oneshot::Sender<Result<bool>>)>,
+    queue: ReliableQueue,
+    batchers: Arc<Mutex<AckBatchers>>,
 }
 
-type AckSender = mpsc::UnboundedSender<(Delivery, oneshot::Sender<Result<bool>>)>;
+#[derive(Default)]
+struct AckBatchers {
+    senders: HashMap<u32, mpsc::UnboundedSender<Delivery>>,
+    running: JoinSet<()>,
+}
 
 impl Acker {
-    fn spawn(queue: ReliableQueue, tasks: &mut JoinSet<()>) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<(Delivery, oneshot::Sender<Result<bool>>)>();
-        tasks.spawn(async move {
-            let mut batchers: HashMap<u32, AckSender> = HashMap::new();
-            let mut running = JoinSet::new();
-            while let Some((delivery, reply)) = rx.recv().await {
-                let shard = delivery.shard();
-                let batcher = batchers.entry(shard).or_insert_with(|| {
-                    let (tx, rx) = mpsc::unbounded_channel();
-                    running.spawn(batch_acks(queue.clone(), rx));
-                    tx
-                });
-                let _ = batcher.send((delivery, reply));
-            }
-            drop(batchers);
-            drain(&mut running).await;
-        });
-        Acker { tx }
+    fn new(queue: ReliableQueue) -> Self {
+        Acker {
+            queue,
+            batchers: Arc::default(),
+        }
     }
 
-    async fn ack(&self, delivery: Delivery) -> Result<bool> {
-        let (tx, rx) = oneshot::channel();
-        if self.tx.send((delivery.clone(), tx)).is_err() {
-            return delivery.ack().await;
+    fn ack(&self, delivery: Delivery) {
+        let mut batchers = self.batchers.lock().expect("ack batchers lock");
+        let AckBatchers { senders, running } = &mut *batchers;
+        let tx = senders.entry(delivery.shard()).or_insert_with(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            running.spawn(batch_acks(self.queue.clone(), rx));
+            tx
+        });
+        if let Err(mpsc::error::SendError(delivery)) = tx.send(delivery) {
+            // Only after `finish`, which runs once no worker is left.
+            tracing::warn!(queue = %self.queue.name(), id = %delivery.id, "ack after the consumer stopped; the message returns after its lease ends");
         }
-        rx.await
-            .unwrap_or_else(|_| Err(Error::Connection("the ack batcher stopped".into())))
+    }
+
+    /// Waits until every ack handed over was sent (or failed and was logged).
+    async fn finish(&self) {
+        let mut running = {
+            let mut batchers = self.batchers.lock().expect("ack batchers lock");
+            batchers.senders.clear();
+            std::mem::take(&mut batchers.running)
+        };
+        drain(&mut running).await;
     }
 }
 
-/// Acks the deliveries of one shard: the acks that finish while one is in flight go
+/// Acks the deliveries of one shard: the acks handed over while one call is in flight go
 /// together in the next script call.
-async fn batch_acks(
-    queue: ReliableQueue,
-    mut rx: mpsc::UnboundedReceiver<(Delivery, oneshot::Sender<Result<bool>>)>,
-) {
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        while batch.len() < 500 {
-            match rx.try_recv() {
-                Ok(next) => batch.push(next),
-                Err(_) => break,
-            }
+async fn batch_acks(queue: ReliableQueue, mut rx: mpsc::UnboundedReceiver<Delivery>) {
+    let mut batch = Vec::new();
+    while rx.recv_many(&mut batch, 1000).await > 0 {
+        if let Err(e) = queue.ack_many(&batch).await {
+            tracing::warn!(queue = %queue.name(), count = batch.len(), error = %e, "could not ack deliveries (the acks may or may not have landed); unacked ones return after their lease ends");
         }
-        let (deliveries, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-        match queue.ack_many(&deliveries).await {
-            Ok(acked) => {
-                for (reply, ok) in replies.into_iter().zip(acked) {
-                    let _ = reply.send(Ok(ok));
-                }
-            }
-            Err(e) => {
-                for reply in replies {
-                    let _ = reply.send(Err(e.clone()));
-                }
-            }
-        }
+        batch.clear();
     }
 }
 
@@ -126,8 +119,7 @@ impl ReliableQueue {
         let handler = Arc::new(handler);
         let (tx, rx) = mpsc::channel::<Delivery>(concurrency);
         let rx = Arc::new(tokio::sync::Mutex::new(rx));
-        let mut helpers = JoinSet::new();
-        let acker = Acker::spawn(self.clone(), &mut helpers);
+        let acker = Acker::new(self.clone());
         let mut workers = JoinSet::new();
         let mut current = Vec::new();
         for _ in 0..concurrency {
@@ -171,8 +163,7 @@ impl ReliableQueue {
                 tracing::warn!(queue = %self.name(), error = %e, "could not give back a prefetched delivery; it returns after its lease ends");
             }
         }
-        drop(acker);
-        drain(&mut helpers).await;
+        acker.finish().await;
         received
     }
 
@@ -283,13 +274,12 @@ async fn worker<F, Fut, E>(
         };
         let Some(delivery) = delivery else { return };
         *current.lock().expect("slot lock") = Some(delivery.clone());
-        let extender = keep_leased(&queue, &delivery, visibility);
-        let outcome = std::panic::AssertUnwindSafe(handler(delivery.clone()))
-            .catch_unwind()
-            .await;
-        extender.abort();
+        let outcome = run_leased(&queue, &delivery, handler(delivery.clone()), visibility).await;
         let settled = match outcome {
-            Ok(Ok(())) => acker.ack(delivery.clone()).await,
+            Ok(Ok(())) => {
+                acker.ack(delivery.clone());
+                Ok(true)
+            }
             Ok(Err(e)) => {
                 tracing::info!(queue = %queue.name(), id = %delivery.id, attempt = delivery.attempt, error = %e, "handler failed; nacking");
                 delivery.nack(None).await
@@ -306,18 +296,48 @@ async fn worker<F, Fut, E>(
     }
 }
 
-/// Extends the lease of a running handler's delivery every third of the visibility
-/// timeout, until aborted or the lease is found lost.
+/// Runs a handler on `delivery`; once it has run for a third of the visibility timeout,
+/// a task of its own extends the lease every third of the timeout until the handler ends
+/// or the lease is found lost. (Most handlers end sooner: they cost one timer, no task.)
+async fn run_leased<Fut, E>(
+    queue: &ReliableQueue,
+    delivery: &Delivery,
+    handler: Fut,
+    visibility: Duration,
+) -> std::thread::Result<std::result::Result<(), E>>
+where
+    Fut: Future<Output = std::result::Result<(), E>>,
+{
+    let every = (visibility / 3).max(Duration::from_millis(10));
+    let mut run = std::pin::pin!(std::panic::AssertUnwindSafe(handler).catch_unwind());
+    tokio::select! {
+        biased;
+        outcome = &mut run => return outcome,
+        _ = tokio::time::sleep(every) => {}
+    }
+    let _extender = AbortOnDrop(keep_leased(queue, delivery, visibility, every));
+    run.await
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Extends the lease of a running handler's delivery now and then every `every`, until
+/// aborted or the lease is found lost.
 fn keep_leased(
     queue: &ReliableQueue,
     delivery: &Delivery,
     visibility: Duration,
+    every: Duration,
 ) -> tokio::task::JoinHandle<()> {
     let (queue, delivery) = (queue.clone(), delivery.clone());
     queue.inner.handle.runtime().clone().spawn(async move {
-        let every = (visibility / 3).max(Duration::from_millis(10));
         loop {
-            tokio::time::sleep(every).await;
             match delivery.extend(visibility).await {
                 Ok(true) => {}
                 Ok(false) => {
@@ -328,6 +348,7 @@ fn keep_leased(
                     tracing::debug!(queue = %queue.name(), error = %e, "could not extend a lease; trying again");
                 }
             }
+            tokio::time::sleep(every).await;
         }
     })
 }

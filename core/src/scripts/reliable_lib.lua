@@ -443,13 +443,20 @@ end
 
 -- Forgets a finished id, or keeps it for the idempotency retention so that an offer of it
 -- is still de-duplicated ('a' in ids: acked).
-local function forget_id(id, now)
+local function forget_ids(ids, now)
   local retention = settings().idempotency_retention_ms
   if retention > 0 then
-    redis.call('HSET', IDS, id, 'a')
-    redis.call('ZADD', ACKED, now + retention, id)
+    local marks, until_ = {}, {}
+    for _, id in ipairs(ids) do
+      marks[#marks + 1] = id
+      marks[#marks + 1] = 'a'
+      until_[#until_ + 1] = now + retention
+      until_[#until_ + 1] = id
+    end
+    call_chunked('HSET', IDS, marks)
+    call_chunked('ZADD', ACKED, until_)
   else
-    redis.call('HDEL', IDS, id)
+    call_chunked('HDEL', IDS, ids)
   end
 end
 
