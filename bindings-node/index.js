@@ -433,11 +433,24 @@ class ReliableQueue {
     const n = toCount(concurrency, 'concurrency');
     // Called by core's consume (through the native pump) with a native delivery; reports
     // the handler's outcome back with `finish` (null: ack; a description: nack).
+    // No Promise of our own around the handler's: one less allocation and tick a message.
+    const failed = (inner, err) => inner.finish(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
     const run = (inner) => {
-      new Promise((resolve) => resolve(handler(new Delivery(inner)))).then(
-        () => inner.finish(null),
-        (err) => inner.finish(err instanceof Error ? `${err.name}: ${err.message}` : String(err)),
-      );
+      let out;
+      try {
+        out = handler(new Delivery(inner));
+      } catch (err) {
+        failed(inner, err);
+        return;
+      }
+      if (out !== null && typeof out === 'object' && typeof out.then === 'function') {
+        out.then(
+          () => inner.finish(null),
+          (err) => failed(inner, err),
+        );
+      } else {
+        inner.finish(null);
+      }
     };
     try {
       await waiting(options.signal, (id) => this._inner.consume(id, run, n));

@@ -76,6 +76,19 @@ async function startRedis() {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// CPU used so far by the redis-server (INFO cpu, user + sys) and by this process (all its
+// threads), in microseconds: what one job costs each side, beside the rate.
+function cpuNow(port) {
+  const info = execFileSync('redis-cli', ['-p', String(port), 'info', 'cpu']).toString();
+  const field = (name) => Number(info.match(new RegExp(`^${name}:([\\d.]+)`, 'm'))[1]);
+  const node = process.cpuUsage();
+  return { redis: (field('used_cpu_user') + field('used_cpu_sys')) * 1e6, node: node.user + node.system };
+}
+
+function cpuPerJob(before, after, n) {
+  return { redis: (after.redis - before.redis) / n, node: (after.node - before.node) / n };
+}
+
 async function bullmqRun({ Queue, Worker }, port, n, concurrency, payload) {
   const connection = { host: '127.0.0.1', port, maxRetriesPerRequest: null };
   const name = `bench-bullmq-${process.pid}-${Date.now()}`;
@@ -88,6 +101,7 @@ async function bullmqRun({ Queue, Worker }, port, n, concurrency, payload) {
   let first = null;
   let completed = 0;
   let last = null;
+  const cpuBefore = cpuNow(port);
   const done = new Promise((resolve) => {
     const worker = new Worker(
       name,
@@ -106,13 +120,15 @@ async function bullmqRun({ Queue, Worker }, port, n, concurrency, payload) {
     worker.on('error', (e) => console.error('bullmq worker error', e));
   });
   const worker = await done;
+  const cpu = cpuPerJob(cpuBefore, cpuNow(port), n);
   await worker.close();
   await queue.obliterate({ force: true });
   await queue.close();
-  return n / (Number(last - first) / 1e9);
+  return { rate: n / (Number(last - first) / 1e9), cpu };
 }
 
-async function delayqRun(Client, url, n, concurrency, payload) {
+async function delayqRun(Client, port, n, concurrency, payload) {
+  const url = `redis://127.0.0.1:${port}`;
   const client = await Client.connect(url);
   const q = client.reliableQueue(`bench-consume-${process.pid}-${Date.now()}`);
   for (let i = 0; i < n; i += 1000) {
@@ -123,6 +139,7 @@ async function delayqRun(Client, url, n, concurrency, payload) {
   for (let i = 0; i < 3000 && (await q.stats()).ready < n; i++) await sleep(10);
   let first = null;
   let handled = 0;
+  const cpuBefore = cpuNow(port);
   const consuming = q.consume(async () => {
     if (first === null) first = process.hrtime.bigint();
     handled += 1;
@@ -135,10 +152,11 @@ async function delayqRun(Client, url, n, concurrency, payload) {
     await sleep(1);
   }
   const acked = process.hrtime.bigint();
+  const cpu = cpuPerJob(cpuBefore, cpuNow(port), n);
   await q.close({ deadlineMs: 5000 });
   await consuming;
   client.close();
-  return { acked: n / (Number(acked - first) / 1e9), handled: n / (Number(handledAt - first) / 1e9) };
+  return { acked: n / (Number(acked - first) / 1e9), handled: n / (Number(handledAt - first) / 1e9), cpu };
 }
 
 async function main() {
@@ -151,7 +169,6 @@ async function main() {
   const payload = 'x'.repeat(44);
   const redis = await startRedis();
   try {
-    const url = `redis://127.0.0.1:${redis.port}`;
     const redisVersion = execFileSync('redis-server', ['--version']).toString().match(/v=(\S+)/)[1];
     console.log(
       `redis-server ${redisVersion} on port ${redis.port}, node ${process.version}, bullmq ${bullVersion}, ${os.cpus().length} cores, ` +
@@ -159,10 +176,11 @@ async function main() {
     );
     for (let r = 0; r < rounds; r++) {
       const theirs = await bullmqRun(bullmq, redis.port, n, concurrency, payload);
-      const ours = await delayqRun(Client, url, n, concurrency, payload);
+      const ours = await delayqRun(Client, redis.port, n, concurrency, payload);
+      const cpu = (c) => `CPU per job: redis ${c.redis.toFixed(1)} us, node ${c.node.toFixed(1)} us`;
       console.log(
-        `delayq consume ${ours.acked.toFixed(0)} jobs/s (handlers alone ${ours.handled.toFixed(0)}/s), ` +
-          `BullMQ Worker ${theirs.toFixed(0)} jobs/s, ratio ${(ours.acked / theirs).toFixed(2)} (goal >= 3)`,
+        `delayq consume ${ours.acked.toFixed(0)} jobs/s (handlers alone ${ours.handled.toFixed(0)}/s; ${cpu(ours.cpu)}), ` +
+          `BullMQ Worker ${theirs.rate.toFixed(0)} jobs/s (${cpu(theirs.cpu)}), ratio ${(ours.acked / theirs.rate).toFixed(2)} (goal >= 3)`,
       );
     }
   } finally {

@@ -26,6 +26,9 @@ macro_rules! calls {
     };
 }
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bridge;
 mod client;
 mod convert;

@@ -14,6 +14,7 @@ use std::future::Future;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -31,6 +32,9 @@ use crate::reliable_queue::Delivery;
 
 /// How long a blocking call waits with the GIL released before checking for signals.
 const SLICE: Duration = Duration::from_millis(50);
+
+/// How long a blocking call yields before it parks (see `poll_for`).
+const SPIN: Duration = Duration::from_micros(50);
 
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     pyo3_async_runtimes::tokio::get_runtime()
@@ -167,24 +171,46 @@ fn wait<T: Send>(
 
 /// Polls `fut` on this thread until it is ready, for up to [`SLICE`]. Not the runtime's
 /// `block_on` with a timer: registering a timer earlier than the runtime's next one wakes
-/// a runtime thread, once per call.
+/// a runtime thread, once per call. After each poll that is not ready the thread yields
+/// for up to [`SPIN`] before it parks: a reply over loopback often comes within that, and
+/// waking a parked thread (a futex, on a VM an interrupt to an idle CPU) costs more.
 fn poll_for<F: Future>(mut fut: Pin<&mut F>) -> Option<F::Output> {
-    struct Unpark(std::thread::Thread);
+    struct Unpark {
+        thread: std::thread::Thread,
+        woken: AtomicBool,
+    }
     impl Wake for Unpark {
         fn wake(self: Arc<Self>) {
-            self.0.unpark();
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.woken.store(true, Ordering::Release);
+            self.thread.unpark();
         }
     }
     let _context = runtime().enter();
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let unpark = Arc::new(Unpark {
+        thread: std::thread::current(),
+        woken: AtomicBool::new(false),
+    });
+    let waker = Waker::from(unpark.clone());
     let until = Instant::now() + SLICE;
     loop {
         if let Poll::Ready(out) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
             return Some(out);
         }
-        match until.checked_duration_since(Instant::now()) {
-            Some(left) if !left.is_zero() => std::thread::park_timeout(left),
-            _ => return None,
+        let spin_until = Instant::now() + SPIN;
+        while !unpark.woken.swap(false, Ordering::Acquire) {
+            let now = Instant::now();
+            if now < spin_until {
+                std::thread::yield_now();
+                continue;
+            }
+            match until.checked_duration_since(now) {
+                Some(left) if !left.is_zero() => std::thread::park_timeout(left),
+                _ => return None,
+            }
+            break;
         }
     }
 }
