@@ -1182,8 +1182,13 @@ impl ReliableQueue {
                     let bell = bell.clone();
                     async move {
                         if let Some(bell) = bell {
-                            let reply = sweep_shards(&mut conn, &queue, n, wait, bell, visibility).await;
+                            let reply = sweep_shards(&mut conn, &queue, n, wait, bell).await;
                             return (conn, reply);
+                        }
+                        // A busy queue answers in one round trip: read and lease in one script.
+                        let ready = read_leased(&mut conn, &queue, 0, n).await;
+                        if !matches!(ready, Ok(None)) {
+                            return (conn, ready);
                         }
                         let block_ms = wait.as_millis().clamp(1, u64::MAX as u128) as u64;
                         let mut reply = read_group(&mut conn, &queue, 0, n, Some(block_ms)).await;
@@ -1562,7 +1567,6 @@ async fn sweep_shards(
     n: usize,
     wait: Duration,
     mut bell: tokio::sync::watch::Receiver<u64>,
-    visibility: Duration,
 ) -> Result<Option<Vec<Delivery>>> {
     let until = tokio::time::Instant::now() + wait;
     let shards = queue.shard_count();
@@ -1582,20 +1586,7 @@ async fn sweep_shards(
                 continue;
             }
             let want = n - got.len();
-            let read = async {
-                let mut reply = read_group(conn, queue, shard, want, None).await;
-                if matches!(&reply, Err(e) if e.to_string().contains("NOGROUP")) {
-                    let ready = queue.shard_keys(shard).ready;
-                    reply = match create_group(conn, &ready).await {
-                        Ok(()) => read_group(conn, queue, shard, want, None).await,
-                        Err(e) => Err(e),
-                    };
-                }
-                if let Ok(Some(deliveries)) = &reply {
-                    start_leases(conn, queue, shard, deliveries, visibility).await;
-                }
-                reply
-            };
+            let read = read_leased(conn, queue, shard, want);
             let reply = tokio::time::timeout(limit, read).await.unwrap_or_else(|_| {
                 Err(Error::Connection(format!(
                     "no reply from shard {shard} within {limit:?}"
@@ -1672,6 +1663,33 @@ async fn start_leases(
     }
 }
 
+/// Reads up to `count` entries of shard `shard` that no consumer has had yet, without
+/// blocking, and starts their leases: one script call (reliable_receive.lua) where
+/// [`read_group`] and [`start_leases`] take two round trips. `None` when none was ready.
+async fn read_leased(
+    conn: &mut (impl ConnectionLike + Send),
+    queue: &ReliableQueue,
+    shard: u32,
+    count: usize,
+) -> Result<Option<Vec<Delivery>>> {
+    let keys = queue.shard_keys(shard);
+    let mut call = invocation_on(&keys, &scripts::RELIABLE_RECEIVE);
+    call.arg(queue.inner.handle.client.consumer_name())
+        .arg(count);
+    let reply: Vec<Value> = call.invoke_async(conn).await?;
+    let mut reply = reply.into_iter();
+    let (Some(ends), Some(Value::Array(entries))) = (reply.next(), reply.next()) else {
+        return Ok(None);
+    };
+    let ends: i64 = redis::from_redis_value(ends)
+        .map_err(|e| Error::Server(format!("bad lease end from the receive script: {e}")))?;
+    let deliveries = parse_entries(entries, queue, shard)?;
+    for d in &deliveries {
+        d.deadline.store(ends, Ordering::Relaxed);
+    }
+    Ok((!deliveries.is_empty()).then_some(deliveries))
+}
+
 /// Parses an XREADGROUP reply (RESP2 array or RESP3 map) into deliveries.
 fn parse_read(reply: Value, queue: &ReliableQueue, shard: u32) -> Result<Vec<Delivery>> {
     let streams = match reply {
@@ -1693,6 +1711,11 @@ fn parse_read(reply: Value, queue: &ReliableQueue, shard: u32) -> Result<Vec<Del
     let Some(Value::Array(entries)) = streams.into_iter().next() else {
         return Ok(Vec::new());
     };
+    parse_entries(entries, queue, shard)
+}
+
+/// Parses stream entries (`[id, [field, value, ...]]` each) into deliveries.
+fn parse_entries(entries: Vec<Value>, queue: &ReliableQueue, shard: u32) -> Result<Vec<Delivery>> {
     let mut out = Vec::with_capacity(entries.len());
     for entry in entries {
         let Value::Array(entry) = entry else { continue };
