@@ -110,13 +110,43 @@ function clientOptions(options) {
 function reliableEntries(messages) {
   return Array.from(messages, (m) => {
     const [payload, delayMs, id, shardKey] = Array.isArray(m) ? m : [m.payload, m.delayMs, m.id, m.shardKey];
-    return {
-      payload: toBuffer(payload, 'payload'),
-      delayMs: toDelay(delayMs ?? 0),
-      id: toOptionalId(id),
-      shardKey: toOptionalShardKey(shardKey),
-    };
+    return [toBuffer(payload, 'payload'), toDelay(delayMs ?? 0), toOptionalId(id), toOptionalShardKey(shardKey)];
   });
+}
+
+// The native side returns objects as arrays; these name their fields.
+
+/** `[id, created, dueAt]`: `dueAt` absent when the offer was de-duplicated. */
+function offerOutcome([id, created, dueAt]) {
+  return dueAt === null || dueAt === undefined ? { id, created } : { id, created, dueAt };
+}
+
+/** `[[visibilityTimeoutMs, maxAttempts, backoffBaseMs, backoffMaxMs, shards, deadLetterRetentionMs, idempotencyRetentionMs], backoffMs]`: a back-off's absent fields are left out. */
+function settings([[visibilityTimeoutMs, maxAttempts, backoffBaseMs, backoffMaxMs, shards, deadLetterRetentionMs, idempotencyRetentionMs], backoffMs]) {
+  const backoff = backoffMs === null || backoffMs === undefined ? { backoffBaseMs, backoffMaxMs } : { backoffMs };
+  return { visibilityTimeoutMs, maxAttempts, ...backoff, shards, deadLetterRetentionMs, idempotencyRetentionMs };
+}
+
+/** Core's metrics snapshot (JSON, snake_case) with the names and shapes of index.d.ts. */
+function metricsFromJson(json) {
+  const histogram = (h) => ({ buckets: h.buckets.map(([le, count]) => ({ le, count })), count: h.count, sumSeconds: h.sum_seconds });
+  const s = JSON.parse(json);
+  return {
+    queues: s.queues.map((q) => ({
+      kind: q.kind,
+      name: q.name,
+      offered: q.offered,
+      delivered: q.delivered,
+      acked: q.acked,
+      nacked: q.nacked,
+      dead: q.dead,
+      transferErrors: q.transfer_errors,
+      lateness: histogram(q.lateness),
+      transferDuration: histogram(q.transfer_duration),
+    })),
+    connectionErrors: s.connection_errors,
+    timeouts: s.timeouts,
+  };
 }
 
 /** An optional shard key: a string (core checks its length), or undefined when absent. */
@@ -225,7 +255,7 @@ class DelayedQueue {
   async offerAll(entries) {
     const list = Array.from(entries, (e) => {
       const [value, delayMs] = Array.isArray(e) ? e : [e.value, e.delayMs];
-      return { value: toBuffer(value), delayMs: toDelay(delayMs) };
+      return [toBuffer(value), toDelay(delayMs)];
     });
     return call(() => this._inner.offerAll(list));
   }
@@ -263,7 +293,8 @@ class DelayedQueue {
   }
 
   async stats() {
-    return call(() => this._inner.stats());
+    const [delayed, ready, corrupt] = await call(() => this._inner.stats());
+    return { delayed, ready, corrupt };
   }
 
   /** Values as they come due; ends when a take times out (`timeoutMs`), or never. */
@@ -344,7 +375,7 @@ class ReliableQueue {
     const p = toBuffer(payload, 'payload');
     const d = toDelay(delayMs);
     const [i, k] = offerOptions(idOrOptions);
-    return call(() => this._inner.offer(p, d, i, k));
+    return offerOutcome(await call(() => this._inner.offer(p, d, i, k)));
   }
 
   async offerAll(messages) {
@@ -353,7 +384,7 @@ class ReliableQueue {
 
   async offerAllWithOutcome(messages) {
     const list = reliableEntries(messages);
-    return call(() => this._inner.offerAll(list));
+    return (await call(() => this._inner.offerAll(list))).map(offerOutcome);
   }
 
   async cancel(id) {
@@ -394,7 +425,7 @@ class ReliableQueue {
 
   /** The queue's settings as stored in Redis. */
   async settings() {
-    return call(() => this._inner.settings());
+    return settings(await call(() => this._inner.settings()));
   }
 
   /** Acks through this handle that found their delivery already ended (lease lost). */
@@ -403,12 +434,14 @@ class ReliableQueue {
   }
 
   async stats() {
-    return call(() => this._inner.stats());
+    const [delayed, ready, inFlight, dead] = await call(() => this._inner.stats());
+    return { delayed, ready, inFlight, dead };
   }
 
   async deadLetters(limit) {
     const n = limit === undefined || limit === null ? undefined : toCount(limit, 'limit');
-    return call(() => this._inner.deadLetters(n));
+    const list = await call(() => this._inner.deadLetters(n));
+    return list.map(([id, payload, attempts, diedAt]) => ({ id, payload, attempts, diedAt }));
   }
 
   async requeueDead(ids) {
@@ -541,7 +574,7 @@ const connect = (url, options) => Client.connect(url, options);
 function setLogger(hook, options = {}) {
   if (hook !== null && typeof hook !== 'function') throw invalid('the logger must be a function or null');
   const report = (err) => process.nextTick(() => { throw err; });
-  const safe = hook && ((record) => { try { hook(record); } catch (err) { report(err); } });
+  const safe = hook && ((level, target, message) => { try { hook({ level, target, message }); } catch (err) { report(err); } });
   sync(() => native.setLogger(safe || undefined, options.level));
 }
 
@@ -554,9 +587,12 @@ if (envLevel) {
 // value is not lost with the process.
 process.on('exit', () => native.exiting());
 const packEntry = (id, value) => sync(() => native.packEntry(toBuffer(id, 'id'), toBuffer(value)));
-const unpackEntry = (packed) => sync(() => native.unpackEntry(toBuffer(packed, 'packed')));
+const unpackEntry = (packed) => {
+  const [id, value] = sync(() => native.unpackEntry(toBuffer(packed, 'packed')));
+  return { id, value };
+};
 const offerScriptSource = () => native.offerScriptSource();
-const metrics = () => native.metrics();
+const metrics = () => metricsFromJson(native.metricsJson());
 
 // Shorthand properties only, so that Node's ESM loader sees every name
 // (`import { Client, packEntry } from 'delayq'`).

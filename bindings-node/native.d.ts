@@ -9,77 +9,44 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
-/** A connection to Redis. */
+/** See index.d.ts. */
 export declare class Client {
-  /** A handle on the Redisson-compatible delayed queue `name`. */
-  delayedQueue(name: string, options?: DelayedQueueOptions | undefined | null): DelayedQueue
-  /** A handle on the reliable queue `name` (at-least-once, acknowledged). */
-  reliableQueue(name: string, options?: ReliableQueueOptions | undefined | null): ReliableQueue
-  /** The Redis server's clock in Unix ms. */
   serverTimeMs(): Promise<number>
-  /** Closes the client and its queue handles. */
+  delayedQueue(name: string, options?: DelayedQueueOptions | undefined | null): DelayedQueue
+  reliableQueue(name: string, options?: ReliableQueueOptions | undefined | null): ReliableQueue
   close(): void
-  /** Whether `close()` was called. */
   get closed(): boolean
 }
 
-/** A handle on a Redisson-compatible delayed queue. */
 export declare class DelayedQueue {
-  /** Offers many values, one round trip per thousand; resolves to their due times. */
-  offerAll(list: Array<OfferEntry>): Promise<Array<number>>
-  /** The number of entries still waiting. */
+  offerAll(list: Array<[Buffer, number]>): Promise<Array<number>>
   size(): Promise<number>
-  /** Whether a waiting entry holds `value`. */
   contains(value: Buffer): Promise<boolean>
-  /** Removes the first waiting entry holding `value`. */
   remove(value: Buffer): Promise<boolean>
-  /** The waiting values, in offer order. */
   readAll(): Promise<Array<Buffer>>
-  /** Deletes every waiting entry. */
   clear(): Promise<undefined>
-  /** Takes a due value if there is one, without waiting. */
   poll(): Promise<Buffer | undefined | null>
-  /** Counts: delayed, ready, corrupt. */
-  stats(): Promise<DelayedStats>
-  /** The queue's name. */
+  /** `[delayed, ready, corrupt]` */
+  stats(): Promise<[number, number, number]>
   get name(): string
+  close(): void
   /**
-   * Offers `value` due after `delayMs`; resolves to the due time (server Unix ms).
    * Core's `offer` is called here, on the JavaScript thread, so that offers keep the
    * order of the calls; core coalesces concurrent offers into script calls.
    */
-  offer(value: Buffer, delayMs: number): Promise<number>
-  /**
-   * Takes the oldest due value, waiting up to `timeoutMs` (none: forever); null when the
-   * time passes. Core's handover, registered as `id` (`giveUp(id)` gives the value back).
-   */
-  take(id: number, timeoutMs?: number | undefined | null): Promise<Buffer | undefined | null>
-  /** Closes this handle. */
-  close(): void
+  offer(value: Buffer, ms: number): Promise<number>
+  take(id: number, ms?: number | undefined | null): Promise<Buffer | undefined | null>
 }
 
-/**
- * A received message: `ack()` when done, `nack(delayMs?)` to retry, `extend(ms)` to keep
- * it longer.
- */
 export declare class Delivery {
-  /** Moves the end of the lease to `ms` from now; false when the lease was already lost. */
   extend(ms: number): Promise<boolean>
-  /** Acknowledges; resolves to false when this delivery had already ended. */
   ack(): Promise<boolean>
-  /** Retries after `delayMs` (default: the queue's back-off), or buries the message after its last attempt. */
-  nack(delayMs?: number | undefined | null): Promise<boolean>
-  /** The message id. */
+  nack(ms?: number | undefined | null): Promise<boolean>
   get id(): string
-  /** The payload. */
   get payload(): Buffer
-  /** Which delivery this is: 1 for the first. */
   get attempt(): number
-  /** When the message came due (server Unix ms). */
   get dueAt(): number
-  /** The shard the message lives in (0 for a queue of one shard). */
   get shard(): number
-  /** When this delivery's lease ends (server Unix ms); moved by `extend`. */
   get deadline(): number
   /**
    * Reports the outcome of the consume handler given this delivery: `failure` null
@@ -88,51 +55,33 @@ export declare class Delivery {
   finish(failure?: string | undefined | null): void
 }
 
-/** A handle on a reliable queue: at-least-once delivery with acknowledgement. */
 export declare class ReliableQueue {
-  /** Offers `payload` due after `delayMs` (with `id`, once; in the shard of `shardKey`); resolves to its outcome. */
-  offer(payload: Buffer, delayMs: number, id?: string | undefined | null, shardKey?: string | undefined | null): Promise<OfferOutcome>
-  /** Offers many messages; resolves to an outcome per message, in order. */
-  offerAll(list: Array<ReliableOfferEntry>): Promise<Array<OfferOutcome>>
-  /** Removes a message that has not come due; resolves to whether there was one. */
+  /** `[id, created, dueAt]` */
+  offer(payload: Buffer, ms: number, id?: string | undefined | null, shardKey?: string | undefined | null): Promise<[string, boolean, number | undefined | null]>
+  /** `[payload, delayMs, id, shardKey]` each */
+  offerAll(list: Array<[Buffer, number, string | undefined | null, string | undefined | null]>): Promise<Array<[string, boolean, number | undefined | null]>>
   cancel(id: string): Promise<boolean>
-  /** Moves a message that has not come due to `delayMs` from now. */
-  reschedule(id: string, delayMs: number): Promise<boolean>
-  /** Acks many deliveries in one round trip; for each, whether its lease was still held. */
+  reschedule(id: string, ms: number): Promise<boolean>
   ackMany(list: Array<Delivery>): Promise<Array<boolean>>
-  /** The queue's settings as stored in Redis. */
-  settings(): Promise<ReliableSettings>
-  /** Counts: delayed, ready, inFlight, dead. */
-  stats(): Promise<ReliableStats>
-  /** Up to `limit` dead letters (default: core's `DEAD_LETTERS_LIMIT`, 100). */
-  deadLetters(limit?: number | undefined | null): Promise<Array<DeadLetter>>
-  /** Makes dead letters ready again (the given ids, or all); resolves to how many. */
+  settings(): Promise<[Array<number | undefined | null>, Array<number> | undefined | null]>
+  /** `[delayed, ready, inFlight, dead]` */
+  stats(): Promise<[number, number, number, number]>
+  /** `[id, payload, attempts, diedAt]` each (default: core's limit) */
+  deadLetters(limit?: number | undefined | null): Promise<Array<[string, Buffer, number, number]>>
   requeueDead(ids?: Array<string> | undefined | null): Promise<number>
-  /** Deletes every dead letter; resolves to how many there were. */
   purgeDead(): Promise<number>
-  /** Closes gracefully: consumers stop receiving, running handlers get up to `deadlineMs` to finish and are settled, prefetched deliveries go back, then the handle closes. */
   closeGracefully(deadline: number): Promise<undefined>
-  /** The queue's name. */
   get name(): string
-  /**
-   * Up to `n` ready messages (1 to 1000) in one round trip, waiting up to `timeoutMs`
-   * (none: forever) for the first; empty when the time passes. Core's handover,
-   * registered as `id` (`giveUp(id)` gives them back).
-   */
-  receiveMany(id: number, n: number, timeoutMs?: number | undefined | null): Promise<Array<Delivery>>
-  /** `receiveMany` of one: the next ready message, or null when the time passes. */
-  receive(id: number, timeoutMs?: number | undefined | null): Promise<Delivery | undefined | null>
+  lostLeases(): number
+  close(): void
+  receiveMany(id: number, n: number, ms?: number | undefined | null): Promise<Array<Delivery>>
+  receive(id: number, ms?: number | undefined | null): Promise<Delivery | undefined | null>
   /**
    * Core's `consume`, registered as `id` (`giveUp(id)` stops it): `handler` is called on
    * the JavaScript thread with each delivery, `concurrency` at a time, and reports its
-   * outcome with `delivery.finish(failure)`. Resolves when the handle or client is
-   * closed (after a graceful close, once the running handlers were settled).
+   * outcome with `delivery.finish(failure)`.
    */
   consume(id: number, handler: (arg: Delivery) => void, concurrency: number): Promise<undefined>
-  /** Acks through this handle that found their delivery already ended (lease lost). */
-  lostLeases(): number
-  /** Closes this handle at once. */
-  close(): void
 }
 
 export interface ClientOptions {
@@ -141,30 +90,12 @@ export interface ClientOptions {
   durability?: DurabilityOptions
 }
 
-/**
- * Connects to one URL (`redis://`, `rediss://`, `redis+unix://`, `redis+sentinel://`) or
- * to the seed URLs of a cluster.
- */
+/** See index.d.ts. */
 export declare function connect(url: string | Array<string>, options?: ClientOptions | undefined | null): Promise<Client>
-
-/** A message in the dead letters. */
-export interface DeadLetter {
-  id: string
-  payload: Buffer
-  attempts: number
-  diedAt: number
-}
 
 export interface DelayedQueueOptions {
   scheduler?: boolean
   reconcileIntervalMs?: number
-}
-
-/** Counts of a delayed queue: entries waiting, values ready, undecodable entries set aside. */
-export interface DelayedStats {
-  delayed: number
-  ready: number
-  corrupt: number
 }
 
 export interface DurabilityOptions {
@@ -182,93 +113,15 @@ export declare function exiting(): void
 /** Gives up the wait `id` (its AbortSignal fired): what it took goes back to the queue. */
 export declare function giveUp(id: number): void
 
-/**
- * A histogram: cumulative `buckets` (`le` seconds, observations at or below it),
- * ascending, the `+Inf` bucket being `count`; `sumSeconds` of all observations.
- */
-export interface Histogram {
-  buckets: Array<HistogramBucket>
-  count: number
-  sumSeconds: number
-}
+/** Core's `metrics::snapshot` as JSON (snake_case); index.js shapes it. */
+export declare function metricsJson(): string
 
-/** One bucket of a [`Histogram`]. */
-export interface HistogramBucket {
-  le: number
-  count: number
-}
-
-/** One of core's log records. */
-export interface LogRecord {
-  /** `error`, `warn`, `info`, `debug` or `trace`. */
-  level: string
-  /** Where it comes from, e.g. `delayq::scheduler`. */
-  target: string
-  /** The message and its fields as `key=value`. */
-  message: string
-}
-
-/**
- * This process's counters: per queue offered, delivered, acked, nacked, dead, transfer
- * errors, lateness and transfer-pass histograms; connection errors and timeouts.
- */
-export declare function metrics(): Metrics
-
-/** Every counter of this process. */
-export interface Metrics {
-  queues: Array<QueueMetrics>
-  connectionErrors: number
-  timeouts: number
-}
-
-/** One value to offer and its delay in ms. */
-export interface OfferEntry {
-  value: Buffer
-  delayMs: number
-}
-
-/**
- * What an offer did: the id, and whether this call created the message (false: one with
- * this id was already waiting, ready, in flight, or acked within the idempotency
- * retention).
- */
-export interface OfferOutcome {
-  id: string
-  created: boolean
-  /** When the message is due (server Unix ms); absent when it was de-duplicated. */
-  dueAt?: number
-}
-
-/** The Lua source of the offer script (for benchmarks against other clients). */
+/** See index.d.ts. */
 export declare function offerScriptSource(): string
 
-/** Packs an entry the way Redisson does (`struct.pack('Bc0Lc0', ...)`). */
+/** See index.d.ts. */
 export declare function packEntry(id: Buffer, value: Buffer): Buffer
 
-/** What this process did with one queue since it started (see `docs/node.md`). */
-export interface QueueMetrics {
-  /** `delayed` or `reliable`. */
-  kind: string
-  name: string
-  offered: number
-  delivered: number
-  acked: number
-  nacked: number
-  dead: number
-  transferErrors: number
-  lateness: Histogram
-  transferDuration: Histogram
-}
-
-/** One message to offer. */
-export interface ReliableOfferEntry {
-  payload: Buffer
-  delayMs: number
-  id?: string
-  shardKey?: string
-}
-
-/** The queue's settings are stored in Redis with it: one left out uses the stored value. */
 export interface ReliableQueueOptions {
   visibilityTimeoutMs?: number
   maxAttempts?: number
@@ -284,34 +137,10 @@ export interface ReliableQueueOptions {
 }
 
 /**
- * The settings of a reliable queue as stored in Redis with it, named as the options that
- * set them, in ms: a back-off is a schedule (`backoffMs`) or exponential (base and max);
- * a retention of 0 keeps dead letters until requeued or purged, and acked ids not at all.
- */
-export interface ReliableSettings {
-  visibilityTimeoutMs: number
-  maxAttempts: number
-  backoffMs?: Array<number>
-  backoffBaseMs?: number
-  backoffMaxMs?: number
-  shards: number
-  deadLetterRetentionMs: number
-  idempotencyRetentionMs: number
-}
-
-/** Counts of a reliable queue. */
-export interface ReliableStats {
-  delayed: number
-  ready: number
-  inFlight: number
-  dead: number
-}
-
-/**
  * Hands core's log records at `level` (default `warn`) or more severe to `hook`; none:
  * stops forwarding.
  */
-export declare function setLogger(hook?: ((arg: LogRecord) => void) | undefined | null, level?: string | undefined | null): void
+export declare function setLogger(hook?: (level: string, target: string, message: string) => void, level?: string): void
 
 export interface TlsOptions {
   caFile?: string
@@ -319,11 +148,5 @@ export interface TlsOptions {
   keyFile?: string
 }
 
-/** A packed entry split into its id and value. */
-export interface UnpackedEntry {
-  id: Buffer
-  value: Buffer
-}
-
-/** Splits a packed entry into its id and value. */
-export declare function unpackEntry(packed: Buffer): UnpackedEntry
+/** See index.d.ts: `[id, value]`. */
+export declare function unpackEntry(packed: Buffer): [Buffer, Buffer]

@@ -3,18 +3,16 @@
 
 use std::time::Duration;
 
+use delayq::Backoff;
 use napi::bindgen_prelude::{Either, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 
 use crate::bridge::promise;
-use crate::convert::{count, option_ms};
-use crate::delayed_queue::DelayedQueue;
-use crate::error::{to_js, IntoJs, Result};
-use crate::reliable_queue::ReliableQueue;
+use crate::error::{count, option_ms, IntoJs, Result};
+use crate::queues::{DelayedQueue, ReliableQueue};
 
 #[napi(object)]
-#[derive(Default)]
 pub struct ClientOptions {
     pub cluster: Option<bool>,
     pub tls: Option<TlsOptions>,
@@ -22,7 +20,6 @@ pub struct ClientOptions {
 }
 
 #[napi(object)]
-#[derive(Default)]
 pub struct TlsOptions {
     pub ca_file: Option<String>,
     pub cert_file: Option<String>,
@@ -42,9 +39,7 @@ pub struct DelayedQueueOptions {
     pub reconcile_interval_ms: Option<f64>,
 }
 
-/// The queue's settings are stored in Redis with it: one left out uses the stored value.
 #[napi(object)]
-#[derive(Default)]
 pub struct ReliableQueueOptions {
     pub visibility_timeout_ms: Option<f64>,
     pub max_attempts: Option<f64>,
@@ -79,22 +74,28 @@ fn scheduler(enabled: Option<bool>, reconcile: Option<f64>) -> Result<delayq::Sc
 
 impl ReliableQueueOptions {
     fn into_core(self) -> Result<delayq::ReliableQueueOptions> {
-        let delayq::Backoff::Exponential { base, max } = delayq::Backoff::default() else {
-            unreachable!("the default back-off is exponential")
-        };
-        let backoff = match (self.backoff_ms, self.backoff_base_ms, self.backoff_max_ms) {
+        let backoff = match (&self.backoff_ms, self.backoff_base_ms, self.backoff_max_ms) {
             (Some(list), None, None) => {
-                let list = list.into_iter().map(option_ms).collect::<Result<_>>()?;
-                Some(delayq::Backoff::Schedule(list))
+                let list = list
+                    .iter()
+                    .map(|&ms| option_ms(ms))
+                    .collect::<Result<_>>()?;
+                Some(Backoff::Schedule(list))
             }
-            (Some(_), _, _) => Err(to_js(delayq::Error::InvalidArgument(
+            (Some(_), _, _) => Err(delayq::Error::InvalidArgument(
                 "give backoffMs (a schedule) or backoffBaseMs/backoffMaxMs, not both".into(),
-            )))?,
+            ))
+            .js()?,
             (None, None, None) => None,
-            (None, b, m) => Some(delayq::Backoff::Exponential {
-                base: ms(b, base)?,
-                max: ms(m, max)?,
-            }),
+            (None, b, m) => {
+                let Backoff::Exponential { base, max } = Backoff::default() else {
+                    unreachable!("the default back-off is exponential")
+                };
+                Some(Backoff::Exponential {
+                    base: ms(b, base)?,
+                    max: ms(m, max)?,
+                })
+            }
         };
         Ok(delayq::ReliableQueueOptions {
             visibility_timeout: optional(self.visibility_timeout_ms, option_ms)?,
@@ -109,93 +110,59 @@ impl ReliableQueueOptions {
     }
 }
 
-/// Connects to one URL (`redis://`, `rediss://`, `redis+unix://`, `redis+sentinel://`) or
-/// to the seed URLs of a cluster.
+/// See index.d.ts.
 #[napi]
 pub fn connect(
     env: &Env,
     url: Either<String, Vec<String>>,
     options: Option<ClientOptions>,
 ) -> Result<PromiseRaw<'_, Client>> {
-    let options = options.unwrap_or_default();
     let mut opts = match url {
         Either::A(url) => delayq::ClientOptions::new(url),
         Either::B(seeds) => delayq::ClientOptions::cluster(seeds),
     };
-    opts.cluster |= options.cluster.unwrap_or(false);
-    let tls = options.tls.unwrap_or_default();
-    opts.tls = delayq::TlsOptions {
-        ca_file: tls.ca_file.map(Into::into),
-        client_cert_file: tls.cert_file.map(Into::into),
-        client_key_file: tls.key_file.map(Into::into),
-    };
-    if let Some(d) = options.durability {
-        opts.durability = Some(delayq::Durability {
-            replicas: optional(d.replicas, |n| count(n, "durability.replicas"))?.unwrap_or(0),
-            aof: d.aof.unwrap_or(false),
-            timeout: ms(d.timeout_ms, delayq::Durability::DEFAULT_TIMEOUT)?,
-        });
+    if let Some(o) = options {
+        opts.cluster |= o.cluster.unwrap_or(false);
+        if let Some(tls) = o.tls {
+            opts.tls = delayq::TlsOptions {
+                ca_file: tls.ca_file.map(Into::into),
+                client_cert_file: tls.cert_file.map(Into::into),
+                client_key_file: tls.key_file.map(Into::into),
+            };
+        }
+        if let Some(d) = o.durability {
+            opts.durability = Some(delayq::Durability {
+                replicas: optional(d.replicas, |n| count(n, "durability.replicas"))?.unwrap_or(0),
+                aof: d.aof.unwrap_or(false),
+                timeout: ms(d.timeout_ms, delayq::Durability::DEFAULT_TIMEOUT)?,
+            });
+        }
     }
     promise(env, async move {
-        Ok(Client {
-            inner: delayq::Client::connect_with(opts).await?,
-        })
+        let inner = delayq::Client::connect_with(opts).await?;
+        Ok(Client { inner })
     })
 }
 
-/// A connection to Redis.
+/// See index.d.ts.
 #[napi]
 pub struct Client {
     inner: delayq::Client,
 }
 
-#[napi]
-impl Client {
-    /// A handle on the Redisson-compatible delayed queue `name`.
-    #[napi]
-    pub fn delayed_queue(
-        &self,
-        name: String,
-        options: Option<DelayedQueueOptions>,
-    ) -> Result<DelayedQueue> {
-        let (enabled, reconcile) =
-            options.map_or((None, None), |o| (o.scheduler, o.reconcile_interval_ms));
-        let inner = self
-            .inner
-            .delayed_queue_with(&name, scheduler(enabled, reconcile)?)
-            .js()?;
-        Ok(DelayedQueue { inner })
-    }
+calls! { Client {
+    server_time_ms() -> i64 = |c| c.server_time_ms().await;
+}}
 
-    /// A handle on the reliable queue `name` (at-least-once, acknowledged).
-    #[napi]
-    pub fn reliable_queue(
-        &self,
-        name: String,
-        options: Option<ReliableQueueOptions>,
-    ) -> Result<ReliableQueue> {
-        let opts = options.unwrap_or_default().into_core()?;
-        Ok(ReliableQueue {
-            inner: self.inner.reliable_queue(&name, opts).js()?,
-        })
-    }
-
-    /// The Redis server's clock in Unix ms.
-    #[napi]
-    pub fn server_time_ms<'e>(&self, env: &'e Env) -> Result<PromiseRaw<'e, i64>> {
-        let c = self.inner.clone();
-        promise(env, async move { c.server_time_ms().await })
-    }
-
-    /// Closes the client and its queue handles.
-    #[napi]
-    pub fn close(&self) {
-        self.inner.close();
-    }
-
-    /// Whether `close()` was called.
-    #[napi(getter)]
-    pub fn closed(&self) -> bool {
-        self.inner.is_closed()
-    }
-}
+sync! { Client {
+    delayed_queue(name: String, options: Option<DelayedQueueOptions>) -> DelayedQueue = |c| {
+        let o = options.map(|o| (o.scheduler, o.reconcile_interval_ms)).unwrap_or_default();
+        DelayedQueue { inner: c.delayed_queue_with(&name, scheduler(o.0, o.1)?).js()? }
+    };
+    reliable_queue(name: String, options: Option<ReliableQueueOptions>) -> ReliableQueue = |c| {
+        let opts = options.map_or(Ok(Default::default()), ReliableQueueOptions::into_core)?;
+        ReliableQueue { inner: c.reliable_queue(&name, opts).js()? }
+    };
+    close() -> () = |c| c.close();
+    #[napi(getter)] closed() -> bool = |c| c.is_closed();
+}}

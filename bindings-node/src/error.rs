@@ -1,5 +1,11 @@
-//! The one mapping of core errors to JavaScript errors: each is an `Error` whose `code` is
-//! `ERR_DELAYQ_<KIND>` (core's `ErrorKind`), set by napi when it creates the error.
+//! The one mapping of core errors to JavaScript errors (each an `Error` whose `code` is
+//! `ERR_DELAYQ_<KIND>`, core's `ErrorKind`, set by napi when it creates the error), and of
+//! JavaScript numbers to core types, with core's checks (`delayq::delay`). index.js turns
+//! bigints into numbers: every valid value converts exactly, an invalid one stays invalid.
+
+use std::time::Duration;
+
+use delayq::{delay, ErrorKind};
 
 /// A JavaScript error's `code`.
 pub struct Code(String);
@@ -13,38 +19,51 @@ impl AsRef<str> for Code {
 /// napi's own argument conversions fail with a status: an invalid argument to delayq.
 impl From<napi::Status> for Code {
     fn from(_: napi::Status) -> Self {
-        code(delayq::ErrorKind::InvalidArgument)
+        code(ErrorKind::InvalidArgument)
     }
 }
 
-/// The stable code of an error kind, e.g. `ERR_DELAYQ_WRONG_TYPE`.
-pub fn code(kind: delayq::ErrorKind) -> Code {
+fn code(kind: ErrorKind) -> Code {
     Code(format!("ERR_DELAYQ_{}", kind.as_str().to_ascii_uppercase()))
 }
 
-/// The error of every exported call.
 pub type Error = napi::Error<Code>;
-/// The result of every exported call.
 pub type Result<T> = std::result::Result<T, Error>;
-
-/// The JavaScript error for a core error.
-pub fn to_js(e: delayq::Error) -> Error {
-    Error::new(code(e.kind()), e)
-}
 
 /// A napi error (a failed conversion) as an invalid argument.
 pub fn from_napi(e: napi::Error) -> Error {
-    Error::new(code(delayq::ErrorKind::InvalidArgument), e.reason)
+    Error::new(e.status.into(), e.reason)
 }
 
-/// Maps core results in one call at the end of each method.
+/// Maps core results (`.js()`).
 pub trait IntoJs<T> {
-    /// Converts the error, keeping the value.
     fn js(self) -> Result<T>;
 }
 
 impl<T> IntoJs<T> for delayq::Result<T> {
     fn js(self) -> Result<T> {
-        self.map_err(to_js)
+        self.map_err(|e| Error::new(code(e.kind()), e))
     }
+}
+
+/// A delay in milliseconds: whole, finite, not negative.
+pub fn delay(ms: f64) -> Result<Duration> {
+    delay::delay_from_millis_f64(ms).js()
+}
+
+/// A duration option in milliseconds (a lease, a back-off), rounded to whole milliseconds.
+pub fn option_ms(ms: f64) -> Result<Duration> {
+    delay(ms.round())
+}
+
+/// A count (a limit, a number of attempts) named `what`: whole, not negative.
+pub fn count<T: TryFrom<u64>>(n: f64, what: &str) -> Result<T> {
+    delay::count_from_f64(n, what).js()
+}
+
+/// A timeout in milliseconds (fractions allowed), or none for no limit.
+pub fn timeout(ms: Option<f64>) -> Result<Option<Duration>> {
+    ms.map(|ms| delay::timeout_from_secs_f64(ms / 1000.0))
+        .transpose()
+        .js()
 }

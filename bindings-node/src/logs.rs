@@ -4,36 +4,24 @@
 
 use std::sync::{Arc, Mutex, Once, PoisonError};
 
-use napi::bindgen_prelude::FunctionRef;
+use napi::bindgen_prelude::{FnArgs, FunctionRef};
 use napi::Env;
 use napi_derive::napi;
 
 use crate::bridge::{self, Pump};
 use crate::error::{IntoJs, Result};
 
-/// One of core's log records.
-#[napi(object)]
-pub struct LogRecord {
-    /// `error`, `warn`, `info`, `debug` or `trace`.
-    pub level: String,
-    /// Where it comes from, e.g. `delayq::scheduler`.
-    pub target: String,
-    /// The message and its fields as `key=value`.
-    pub message: String,
-}
+/// The hook, called with a record's level, target and message.
+type Hook = FunctionRef<FnArgs<(String, String, String)>, ()>;
 
-type Hook = Arc<FunctionRef<LogRecord, ()>>;
-
-static HOOK: Mutex<Option<(Arc<Pump>, Hook)>> = Mutex::new(None);
+static HOOK: Mutex<Option<(Arc<Pump>, Arc<Hook>)>> = Mutex::new(None);
 
 /// Hands core's log records at `level` (default `warn`) or more severe to `hook`; none:
 /// stops forwarding.
-#[napi]
-pub fn set_logger(
-    env: &Env,
-    hook: Option<FunctionRef<LogRecord, ()>>,
-    level: Option<String>,
-) -> Result<()> {
+#[napi(
+    ts_args_type = "hook?: (level: string, target: string, message: string) => void, level?: string"
+)]
+pub fn set_logger(env: &Env, hook: Option<Hook>, level: Option<String>) -> Result<()> {
     let level = level.as_deref().unwrap_or("warn").parse().js()?;
     let hook = hook.map(|h| Ok::<_, crate::error::Error>((bridge::pump(env)?, Arc::new(h))));
     let hook = hook.transpose()?;
@@ -41,19 +29,12 @@ pub fn set_logger(
     *HOOK.lock().unwrap_or_else(PoisonError::into_inner) = hook;
     static FORWARD: Once = Once::new();
     FORWARD.call_once(|| {
-        delayq::logs::forward(|record| {
-            let Some((pump, hook)) = HOOK.lock().unwrap_or_else(PoisonError::into_inner).clone()
-            else {
-                return;
-            };
+        delayq::logs::forward(|r| {
+            let hook = HOOK.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let Some((pump, hook)) = hook else { return };
             pump.post(Box::new(move |env| {
-                let record = LogRecord {
-                    level: record.level.as_str().to_owned(),
-                    target: record.target,
-                    message: record.message,
-                };
                 if let Ok(f) = hook.borrow_back(env) {
-                    let _ = f.call(record);
+                    let _ = f.call((r.level.as_str().to_owned(), r.target, r.message).into());
                 }
             }));
         });
