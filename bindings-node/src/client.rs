@@ -74,29 +74,15 @@ fn scheduler(enabled: Option<bool>, reconcile: Option<f64>) -> Result<delayq::Sc
 
 impl ReliableQueueOptions {
     fn into_core(self) -> Result<delayq::ReliableQueueOptions> {
-        let backoff = match (&self.backoff_ms, self.backoff_base_ms, self.backoff_max_ms) {
-            (Some(list), None, None) => {
-                let list = list
-                    .iter()
-                    .map(|&ms| option_ms(ms))
-                    .collect::<Result<_>>()?;
-                Some(Backoff::Schedule(list))
-            }
-            (Some(_), _, _) => Err(delayq::Error::InvalidArgument(
-                "give backoffMs (a schedule) or backoffBaseMs/backoffMaxMs, not both".into(),
-            ))
-            .js()?,
-            (None, None, None) => None,
-            (None, b, m) => {
-                let Backoff::Exponential { base, max } = Backoff::default() else {
-                    unreachable!("the default back-off is exponential")
-                };
-                Some(Backoff::Exponential {
-                    base: ms(b, base)?,
-                    max: ms(m, max)?,
-                })
-            }
-        };
+        let schedule = self
+            .backoff_ms
+            .map(|list| list.into_iter().map(option_ms).collect());
+        let backoff = Backoff::from_parts(
+            schedule.transpose()?,
+            optional(self.backoff_base_ms, option_ms)?,
+            optional(self.backoff_max_ms, option_ms)?,
+        )
+        .js()?;
         Ok(delayq::ReliableQueueOptions {
             visibility_timeout: optional(self.visibility_timeout_ms, option_ms)?,
             max_attempts: optional(self.max_attempts, |n| count(n, "max_attempts"))?,

@@ -124,6 +124,26 @@ fn the_scripts_know_the_default_wheel() {
     assert!(lib.contains(&format!("ARGV[2] == '{}'", &*DEFAULT_WHEEL)));
 }
 
+#[cfg(test)]
+#[test]
+fn a_back_off_is_named_by_its_schedule_or_its_exponential_parts() {
+    let s = Duration::from_secs;
+    assert_eq!(Backoff::from_parts(None, None, None).unwrap(), None);
+    assert_eq!(
+        Backoff::from_parts(Some(vec![s(5)]), None, None).unwrap(),
+        Some(Backoff::Schedule(vec![s(5)]))
+    );
+    assert_eq!(
+        Backoff::from_parts(None, None, Some(s(60))).unwrap(),
+        Some(Backoff::Exponential {
+            base: s(1),
+            max: s(60)
+        })
+    );
+    let both = Backoff::from_parts(Some(vec![s(5)]), Some(s(2)), None).unwrap_err();
+    assert_eq!(both.kind(), ErrorKind::InvalidArgument);
+}
+
 /// The longest id a caller may give.
 pub const MAX_ID_LEN: usize = 256;
 
@@ -152,17 +172,44 @@ pub enum Backoff {
     Schedule(Vec<Duration>),
 }
 
+/// The default back-off's first delay and longest delay.
+const BACKOFF_BASE: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(600);
+
 impl Default for Backoff {
     /// Exponential from 1 s up to 10 min.
     fn default() -> Self {
         Backoff::Exponential {
-            base: Duration::from_secs(1),
-            max: Duration::from_secs(600),
+            base: BACKOFF_BASE,
+            max: BACKOFF_MAX,
         }
     }
 }
 
 impl Backoff {
+    /// The back-off named by its parts, as the bindings take it: a `schedule`, or an
+    /// exponential back-off's `base` and/or `max` (a part left out is
+    /// [`Backoff::default`]'s). `None` when no part is given: the queue's stored back-off
+    /// applies. A schedule together with an exponential part is an
+    /// [`ErrorKind::InvalidArgument`] error.
+    pub fn from_parts(
+        schedule: Option<Vec<Duration>>,
+        base: Option<Duration>,
+        max: Option<Duration>,
+    ) -> Result<Option<Backoff>> {
+        match (schedule, base, max) {
+            (Some(delays), None, None) => Ok(Some(Backoff::Schedule(delays))),
+            (Some(_), _, _) => Err(Error::invalid(
+                "give a back-off schedule or an exponential back-off's base/max, not both",
+            )),
+            (None, None, None) => Ok(None),
+            (None, base, max) => Ok(Some(Backoff::Exponential {
+                base: base.unwrap_or(BACKOFF_BASE),
+                max: max.unwrap_or(BACKOFF_MAX),
+            })),
+        }
+    }
+
     /// The delay before retrying after failed attempt number `attempt` (1 for the first).
     pub fn delay_for(&self, attempt: u32) -> Duration {
         match self {
