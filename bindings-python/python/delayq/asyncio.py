@@ -20,7 +20,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, Optional, Union
 
-from . import _delayq
+from . import _api, _delayq
 
 Seconds = Union[int, float, timedelta]
 Value = Union[bytes, bytearray, memoryview, str]
@@ -32,7 +32,7 @@ __all__ = ["Client", "DelayedQueue", "ReliableQueue", "Delivery"]
 class Delivery:
     """A received message; ``await ack()`` when done, ``await nack()`` to retry."""
 
-    def __init__(self, inner: _delayq.Delivery) -> None:
+    def __init__(self, inner: _api.Delivery) -> None:
         self._inner = inner
 
     @property
@@ -85,7 +85,7 @@ class Delivery:
 class DelayedQueue:
     """A Redisson-compatible delayed queue; see ``delayq.DelayedQueue``."""
 
-    def __init__(self, inner: _delayq.DelayedQueue) -> None:
+    def __init__(self, inner: _api.DelayedQueue) -> None:
         self._inner = inner
 
     @property
@@ -129,7 +129,7 @@ class DelayedQueue:
         """Takes a due value if there is one, without waiting."""
         return await self._inner.poll_async()
 
-    async def stats(self) -> _delayq.DelayedStats:
+    async def stats(self) -> _api.DelayedStats:
         """Counts: delayed, ready, corrupt."""
         return await self._inner.stats_async()
 
@@ -152,7 +152,7 @@ class DelayedQueue:
 class ReliableQueue:
     """A reliable queue (at-least-once, acknowledged); see ``delayq.ReliableQueue``."""
 
-    def __init__(self, inner: _delayq.ReliableQueue) -> None:
+    def __init__(self, inner: _api.ReliableQueue) -> None:
         self._inner = inner
 
     @property
@@ -179,7 +179,7 @@ class ReliableQueue:
         id: Optional[str] = None,
         *,
         shard_key: Optional[str] = None,
-    ) -> _delayq.OfferOutcome:
+    ) -> _api.OfferOutcome:
         """Like ``offer``; tells whether this call created the message (``created``) or
         found one with the same id."""
         return await self._inner.offer_with_outcome_async(payload, delay, id, shard_key=shard_key)
@@ -191,7 +191,7 @@ class ReliableQueue:
 
     async def offer_all_with_outcome(
         self, messages: Iterable[tuple[Any, ...]]
-    ) -> list[_delayq.OfferOutcome]:
+    ) -> list[_api.OfferOutcome]:
         """Like ``offer_all``; an ``OfferOutcome`` for each message, in order."""
         return await self._inner.offer_all_with_outcome_async(list(messages))
 
@@ -218,7 +218,7 @@ class ReliableQueue:
         inner = [d._inner for d in deliveries]
         return await self._inner.ack_many_async(inner)
 
-    async def settings(self) -> _delayq.ReliableSettings:
+    async def settings(self) -> _api.ReliableSettings:
         """The queue's settings as stored in Redis."""
         return await self._inner.settings_async()
 
@@ -227,11 +227,11 @@ class ReliableQueue:
         """Acks through this handle that found their lease already lost."""
         return self._inner.lost_leases
 
-    async def stats(self) -> _delayq.ReliableStats:
+    async def stats(self) -> _api.ReliableStats:
         """Counts: delayed, ready, in_flight, dead."""
         return await self._inner.stats_async()
 
-    async def dead_letters(self, limit: int = 100) -> list[_delayq.DeadLetter]:
+    async def dead_letters(self, limit: int = _delayq.DEAD_LETTERS_LIMIT) -> list[_api.DeadLetter]:
         """Up to ``limit`` dead letters."""
         return await self._inner.dead_letters_async(limit)
 
@@ -244,14 +244,14 @@ class ReliableQueue:
         return await self._inner.purge_dead_async()
 
     async def consume(
-        self, handler: Callable[[Delivery], Awaitable[Any]], concurrency: int = 1
+        self, handler: Callable[[Delivery], Awaitable[Any]], concurrency: int = _delayq.CONCURRENCY
     ) -> None:
         """Runs ``await handler(delivery)`` on received messages, ``concurrency`` at a time:
         acks on return, nacks on an exception; extends the lease of a running handler.
         Runs until closed or cancelled; after ``aclose(deadline)``, once the running
         handlers finished and were settled."""
 
-        async def call(d: _delayq.Delivery) -> Any:
+        async def call(d: _api.Delivery) -> Any:
             return await handler(Delivery(d))
 
         await self._inner.consume_async(call, concurrency)
@@ -293,13 +293,13 @@ class Client:
         tls_key_file: Optional[StrPath] = None,
         durability_replicas: Optional[int] = None,
         durability_aof: bool = False,
-        durability_timeout: Seconds = 1.0,
-        _inner: Optional[_delayq.Client] = None,
+        durability_timeout: Seconds = _delayq.DURABILITY_TIMEOUT,
+        _inner: Optional[_api.Client] = None,
     ) -> None:
         """The options are those of ``delayq.Client``: TLS files for ``rediss://`` and
         the durability option."""
         if _inner is None:
-            _inner = _delayq.Client(
+            _inner = _api.Client(
                 url,
                 cluster=cluster,
                 tls_ca_file=tls_ca_file,
@@ -322,10 +322,10 @@ class Client:
         tls_key_file: Optional[StrPath] = None,
         durability_replicas: Optional[int] = None,
         durability_aof: bool = False,
-        durability_timeout: Seconds = 1.0,
+        durability_timeout: Seconds = _delayq.DURABILITY_TIMEOUT,
     ) -> Client:
         """Connects without blocking the event loop (options as ``Client(...)``)."""
-        inner = await _delayq.Client.connect_async(
+        inner = await _api.Client.connect_async(
             url,
             cluster=cluster,
             tls_ca_file=tls_ca_file,
@@ -338,7 +338,11 @@ class Client:
         return cls(url, _inner=inner)
 
     def delayed_queue(
-        self, name: str, *, scheduler: bool = True, reconcile_interval: Seconds = 1.0
+        self,
+        name: str,
+        *,
+        scheduler: bool = _delayq.SCHEDULER,
+        reconcile_interval: Seconds = _delayq.RECONCILE_INTERVAL,
     ) -> DelayedQueue:
         """A handle on the Redisson-compatible delayed queue ``name``."""
         return DelayedQueue(
@@ -360,8 +364,8 @@ class Client:
         dead_letter_retention: Optional[Seconds] = None,
         idempotency_retention: Optional[Seconds] = None,
         update_settings: bool = False,
-        scheduler: bool = True,
-        reconcile_interval: Seconds = 1.0,
+        scheduler: bool = _delayq.SCHEDULER,
+        reconcile_interval: Seconds = _delayq.RECONCILE_INTERVAL,
     ) -> ReliableQueue:
         """A handle on the reliable queue ``name``; see ``delayq.Client.reliable_queue``
         (settings left out use the ones stored with the queue)."""
