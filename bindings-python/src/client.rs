@@ -9,7 +9,7 @@ use crate::delayed_queue::DelayedQueue;
 use crate::error::{invalid, to_py};
 use crate::exit;
 use crate::reliable_queue::ReliableQueue;
-use crate::runtime::{calls, run, Aio, Made, R};
+use crate::runtime::{calls, run, Aio, R};
 
 #[pyclass(frozen)]
 pub struct Client(
@@ -57,7 +57,7 @@ calls! { Client(c) {
     fn server_time_ms() = async move { c.server_time_ms().await };
 }
 
-    /// Connects; the awaitable (`aio`) makes a `delayq.Client`.
+    /// Connects: the native handle of a `delayq.Client` (or its `Pending`, see `aio`).
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
     fn connect(py: Python<'_>, aio: Aio<'_>, url: Obj<'_>, cluster: bool, tls: (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>), durability_replicas: Option<Obj<'_>>, durability_aof: bool, durability_timeout: Obj<'_>) -> R {
@@ -74,15 +74,11 @@ calls! { Client(c) {
             let (replicas, aof) = (replicas.unwrap_or(0), durability_aof);
             opts.durability = Some(delayq::Durability { replicas, aof, timeout });
         }
-        let client = async move {
+        run(py, aio, async move {
             let client = delayq::Client::connect_with(opts).await?;
             let tracked = exit::Tracked::new(&client);
             Ok(Client(client, tracked))
-        };
-        match aio {
-            Some(_) => run(py, aio, async move { Ok(Made("_client", (client.await?,))) }),
-            None => run(py, aio, client),
-        }
+        })
     }
 
     fn delayed_queue(&self, name: &str, scheduler: bool, reconcile_interval: Obj<'_>) -> PyResult<DelayedQueue> {

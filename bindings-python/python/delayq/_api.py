@@ -1,18 +1,31 @@
 """The classes of delayq, over the native handles of ``_delayq``: each call is written
-once, blocking (the GIL released) and as its ``*_async`` twin (an awaitable). Types are
-converted, and everything else is done, by the native module and core."""
+once, as its blocking method (the GIL released); ``twin`` makes its ``*_async`` twin (an
+awaitable), and the same twin is the call of the asyncio flavour (``delayq.asyncio``,
+whose classes share the bases here). Types are converted, and everything else is done,
+by the native module and core."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Literal, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, Optional, TypeVar, Union
 
 from . import _delayq, _logs
-from ._aio import Awaiting, loop
+from ._aio import Awaiting, Way, call, connector, loop, made, twin
+
+if TYPE_CHECKING:
+    from typing_extensions import Concatenate, ParamSpec, overload
+
+    from ._aio import Call
+
+    P = ParamSpec("P")
+    S = TypeVar("S")
+else:
+    from typing import overload
 
 Seconds = Union[int, float, timedelta]
 Value = Union[bytes, bytearray, memoryview, str]
@@ -135,17 +148,56 @@ _docs(
 )
 
 
-class Delivery:
-    """A received message. `ack()` when done, `nack(delay=None)` to retry; otherwise it is
-    delivered again when its lease ends (`deadline`, moved by `extend(seconds)`)."""
+Q = TypeVar("Q")
 
-    __slots__ = ("_id", "_payload", "_attempt", "_due_at", "_shard", "_d")
+
+class _Handle(Generic[Q]):
+    """A class over a native handle ``_q``, whose calls take ``self._aio`` first: None
+    here (they block); the running loop's completer in their twins (``_aio.Way``). Names
+    the functions made from definitions (twins, variants) after their attributes."""
+
+    __slots__ = ("_q",)
+
+    _q: Q
+    _aio: Optional[_delayq.Completer] = None
+    _full = False
+
+    def __init__(self, q: Q) -> None:
+        self._q = q
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, attr in vars(cls).items():
+            f = getattr(attr, "__func__", attr)
+            if getattr(f, "__made__", False):
+                f.__name__, f.__qualname__ = name, f"{cls.__qualname__}.{name}"
+
+
+class _Queue(_Handle[Q]):
+    """What the queue classes of both flavours share."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        """The queue's name."""
+        return self._q.name  # type: ignore[attr-defined,no-any-return]
+
+    def __repr__(self) -> str:
+        kind = type(self)
+        return f"<{kind.__module__}.{kind.__qualname__} {_debug(self.name)}>"
+
+
+class _Message(_Handle[_delayq.Delivery]):
+    """What a `Delivery` of either flavour holds."""
+
+    __slots__ = ("_id", "_payload", "_attempt", "_due_at", "_shard")
 
     def __init__(
-        self, id: str, payload: bytes, attempt: int, due_at: int, shard: int, d: _delayq.Delivery
+        self, id: str, payload: bytes, attempt: int, due_at: int, shard: int, q: _delayq.Delivery
     ) -> None:
         self._id, self._payload, self._attempt = id, payload, attempt
-        self._due_at, self._shard, self._d = due_at, shard, d
+        self._due_at, self._shard, self._q = due_at, shard, q
 
     @property
     def id(self) -> str:
@@ -176,168 +228,164 @@ class Delivery:
     def deadline(self) -> int:
         """When this delivery's lease ends (server Unix ms): past it, the message may be
         delivered to another consumer. Moved by `extend`."""
-        return self._d.deadline
-
-    def extend(self, duration: Seconds) -> bool:
-        """Moves the end of the lease to `duration` seconds from now (shorter than what is
-        left shortens it). False when the lease was already lost (the message went back
-        to the queue, or this delivery was acked or nacked)."""
-        return self._d.extend(None, duration)  # type: ignore[no-any-return]
-
-    def extend_async(self, duration: Seconds) -> Awaitable[bool]:
-        """Awaitable `extend`."""
-        return Awaiting(self._d.extend(loop(), duration))
-
-    def ack(self) -> bool:
-        """Acknowledges: the message is done. False when this delivery had already ended."""
-        return self._d.ack(None)  # type: ignore[no-any-return]
-
-    def ack_async(self) -> Awaitable[bool]:
-        """Awaitable `ack`."""
-        return Awaiting(self._d.ack(loop()))
-
-    def nack(self, delay: Optional[Seconds] = None) -> bool:
-        """Gives the message back for a retry after `delay` seconds (default: the queue's
-        back-off), or to the dead letters after its last attempt."""
-        return self._d.nack(None, delay)  # type: ignore[no-any-return]
-
-    def nack_async(self, delay: Optional[Seconds] = None) -> Awaitable[bool]:
-        """Awaitable `nack`."""
-        return Awaiting(self._d.nack(loop(), delay))
+        return self._q.deadline
 
     def __repr__(self) -> str:
         return f"<delayq.Delivery id={_debug(self._id)} attempt={self._attempt}>"
 
+    @call
+    def extend(self, duration: Seconds) -> bool:
+        """Moves the end of the lease to `duration` seconds from now (shorter than what is
+        left shortens it). False when the lease was already lost (the message went back
+        to the queue, or this delivery was acked or nacked)."""
+        return self._q.extend(self._aio, duration)  # type: ignore[no-any-return]
 
-class DelayedQueue:
-    """A handle on a Redisson-compatible delayed queue. Values in are `bytes`, `bytearray`,
-    `memoryview` or `str` (UTF-8); values out are `bytes`. Delays are seconds (`int`,
-    `float`, `timedelta`)."""
+    extend_async = twin(extend)
 
-    __slots__ = ("_q",)
+    @call
+    def ack(self) -> bool:
+        """Acknowledges: the message is done. False when this delivery had already ended."""
+        return self._q.ack(self._aio)  # type: ignore[no-any-return]
 
-    def __init__(self, q: _delayq.DelayedQueue) -> None:
-        self._q = q
+    ack_async = twin(ack)
 
-    @property
-    def name(self) -> str:
-        """The queue's name."""
-        return self._q.name
+    @call
+    def nack(self, delay: Optional[Seconds] = None) -> bool:
+        """Gives the message back for a retry after `delay` seconds (default: the queue's
+        back-off), or to the dead letters after its last attempt."""
+        return self._q.nack(self._aio, delay)  # type: ignore[no-any-return]
 
+    nack_async = twin(nack)
+
+
+class Delivery(_Message):
+    """A received message. `ack()` when done, `nack(delay=None)` to retry; otherwise it is
+    delivered again when its lease ends (`deadline`, moved by `extend(seconds)`)."""
+
+    __slots__ = ()
+
+
+class _Delayed(_Queue[_delayq.DelayedQueue]):
+    __slots__ = ()
+
+    def close(self) -> None:
+        """Closes this handle (its share of the transfer task stops). Idempotent."""
+        self._q.close()
+
+    @call
     def offer(self, value: Value, delay: Seconds) -> int:
         """Offers `value` to be delivered after `delay` seconds; returns the due time in Unix
         ms, computed from the Redis server's clock."""
-        return self._q.offer(None, value, delay)  # type: ignore[no-any-return]
+        return self._q.offer(self._aio, value, delay)  # type: ignore[no-any-return]
 
-    def offer_async(self, value: Value, delay: Seconds) -> Awaitable[int]:
-        """Awaitable `offer`."""
-        return Awaiting(self._q.offer(loop(), value, delay))
+    offer_async = twin(offer)
 
+    @call
     def offer_all(self, entries: Iterable[tuple[Value, Seconds]]) -> list[int]:
         """Offers many `(value, delay)` pairs, one round trip per thousand; returns their due
         times. Every pair is checked before anything is sent."""
-        return self._q.offer_all(None, entries)  # type: ignore[no-any-return]
+        return self._q.offer_all(self._aio, entries)  # type: ignore[no-any-return]
 
-    def offer_all_async(self, entries: Iterable[tuple[Value, Seconds]]) -> Awaitable[list[int]]:
-        """Awaitable `offer_all`."""
-        return Awaiting(self._q.offer_all(loop(), entries))
+    offer_all_async = twin(offer_all)
 
+    @call
     def size(self) -> int:
         """The number of entries still waiting for their due time."""
-        return self._q.size(None)  # type: ignore[no-any-return]
+        return self._q.size(self._aio)  # type: ignore[no-any-return]
 
-    def size_async(self) -> Awaitable[int]:
-        """Awaitable `size`."""
-        return Awaiting(self._q.size(loop()))
+    size_async = twin(size)
 
+    @call
     def contains(self, value: Value) -> bool:
         """Whether a waiting entry holds `value`."""
-        return self._q.contains(None, value)  # type: ignore[no-any-return]
+        return self._q.contains(self._aio, value)  # type: ignore[no-any-return]
 
-    def contains_async(self, value: Value) -> Awaitable[bool]:
-        """Awaitable `contains`."""
-        return Awaiting(self._q.contains(loop(), value))
+    contains_async = twin(contains)
 
+    @call
     def remove(self, value: Value) -> bool:
         """Removes the first waiting entry holding `value`; returns whether there was one."""
-        return self._q.remove(None, value)  # type: ignore[no-any-return]
+        return self._q.remove(self._aio, value)  # type: ignore[no-any-return]
 
-    def remove_async(self, value: Value) -> Awaitable[bool]:
-        """Awaitable `remove`."""
-        return Awaiting(self._q.remove(loop(), value))
+    remove_async = twin(remove)
 
+    @call
     def read_all(self) -> list[bytes]:
         """The values still waiting, in offer order."""
-        return self._q.read_all(None)  # type: ignore[no-any-return]
+        return self._q.read_all(self._aio)  # type: ignore[no-any-return]
 
-    def read_all_async(self) -> Awaitable[list[bytes]]:
-        """Awaitable `read_all`."""
-        return Awaiting(self._q.read_all(loop()))
+    read_all_async = twin(read_all)
 
+    @call
     def clear(self) -> None:
         """Deletes every waiting entry (values already due stay in the destination)."""
-        self._q.clear(None)
+        return self._q.clear(self._aio)  # type: ignore[no-any-return]
 
-    def clear_async(self) -> Awaitable[None]:
-        """Awaitable `clear`."""
-        return Awaiting(self._q.clear(loop()))
+    clear_async = twin(clear)
 
+    @call
     def take(self, timeout: Optional[Seconds] = None) -> Optional[bytes]:
         """Takes the oldest due value, waiting up to `timeout` seconds (None: forever);
         returns None when the time passes. Ctrl-C, or cancelling the awaitable,
         interrupts the wait; nothing is lost."""
-        return self._q.take(None, timeout)  # type: ignore[no-any-return]
+        return self._q.take(self._aio, timeout)  # type: ignore[no-any-return]
 
-    def take_async(self, timeout: Optional[Seconds] = None) -> Awaitable[Optional[bytes]]:
-        """Awaitable `take`."""
-        return Awaiting(self._q.take(loop(), timeout))
+    take_async = twin(take)
 
+    @call
     def poll(self) -> Optional[bytes]:
         """Takes a due value if there is one, without waiting."""
-        return self._q.poll(None)  # type: ignore[no-any-return]
+        return self._q.poll(self._aio)  # type: ignore[no-any-return]
 
-    def poll_async(self) -> Awaitable[Optional[bytes]]:
-        """Awaitable `poll`."""
-        return Awaiting(self._q.poll(loop()))
+    poll_async = twin(poll)
 
+    @call
     def stats(self) -> DelayedStats:
         """Counts: delayed, ready, corrupt."""
-        return self._q.stats(None)  # type: ignore[no-any-return]
+        return self._q.stats(self._aio)  # type: ignore[no-any-return]
 
-    def stats_async(self) -> Awaitable[DelayedStats]:
-        """Awaitable `stats`."""
-        return Awaiting(self._q.stats(loop()))
+    stats_async = twin(stats)
+
+
+class DelayedQueue(_Delayed):
+    """A handle on a Redisson-compatible delayed queue. Values in are `bytes`, `bytearray`,
+    `memoryview` or `str` (UTF-8); values out are `bytes`. Delays are seconds (`int`,
+    `float`, `timedelta`)."""
+
+    __slots__ = ()
 
     def iter(self, timeout: Optional[Seconds] = None) -> TakeIter:
         """Iterates over values as they come due: `for value in q.iter(timeout=5)` ends when
         no value came within `timeout` seconds (None: never ends)."""
         return self._q.iter(timeout)
 
-    def close(self) -> None:
-        """Closes this handle (its share of the transfer task stops). Idempotent."""
-        self._q.close()
 
-    def __repr__(self) -> str:
-        return f"<delayq.DelayedQueue {_debug(self._q.name)}>"
+@overload
+def _outcome(offer: Callable[Concatenate[S, P], str], doc: str) -> Call[P, OfferOutcome]: ...
+@overload
+def _outcome(
+    offer: Callable[Concatenate[S, P], list[str]], doc: str
+) -> Call[P, list[OfferOutcome]]: ...
+def _outcome(offer: Callable[..., Any], doc: str) -> Any:
+    """The `*_with_outcome` variant of `offer` (documented `doc`): the same call, asking
+    core for each message's `OfferOutcome` rather than its id."""
+
+    def with_outcome(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return offer(Way(self._q, self._aio, True), *args, **kwargs)
+
+    with_outcome.__doc__ = doc
+    signature = inspect.signature(offer)
+    made(with_outcome, signature, signature.return_annotation.replace("str", "OfferOutcome"))
+    return call(with_outcome)
 
 
-def _handles(deliveries: Iterable[Delivery]) -> list[Any]:
+def _handles(deliveries: Iterable[_Message]) -> list[Any]:
     """The native handles of ``deliveries`` (anything else is passed on, and refused)."""
-    return [getattr(d, "_d", d) for d in deliveries]
+    return [getattr(d, "_q", d) for d in deliveries]
 
 
-class ReliableQueue:
-    """A handle on a reliable queue: at-least-once delivery with acknowledgement."""
-
-    __slots__ = ("_q",)
-
-    def __init__(self, q: _delayq.ReliableQueue) -> None:
-        self._q = q
-
-    @property
-    def name(self) -> str:
-        """The queue's name."""
-        return self._q.name
+class _Reliable(_Queue[_delayq.ReliableQueue]):
+    __slots__ = ()
 
     @property
     def lost_leases(self) -> int:
@@ -345,6 +393,7 @@ class ReliableQueue:
         already ended, its lease lost: each means that message may be processed twice."""
         return self._q.lost_leases
 
+    @call
     def offer(
         self,
         payload: Value,
@@ -360,153 +409,110 @@ class ReliableQueue:
 
         With `shard_key`, the message goes to the shard of the key instead of the shard of
         its id (a queue of several shards): messages with one key stay in one shard."""
-        return self._q.offer(None, False, payload, delay, id, shard_key)  # type: ignore[no-any-return]
+        q, aio, full = self._q, self._aio, self._full
+        return q.offer(aio, full, payload, delay, id, shard_key)  # type: ignore[no-any-return]
 
-    def offer_async(
-        self,
-        payload: Value,
-        delay: Optional[Seconds] = None,
-        id: Optional[str] = None,
-        *,
-        shard_key: Optional[str] = None,
-    ) -> Awaitable[str]:
-        """Awaitable `offer`."""
-        return Awaiting(self._q.offer(loop(), False, payload, delay, id, shard_key))
-
-    def offer_with_outcome(
-        self,
-        payload: Value,
-        delay: Optional[Seconds] = None,
-        id: Optional[str] = None,
-        *,
-        shard_key: Optional[str] = None,
-    ) -> OfferOutcome:
+    offer_async = twin(offer)
+    offer_with_outcome = _outcome(
+        offer,
         """Like `offer`; returns an `OfferOutcome`: the id, and whether this call created
-        the message (False when it was de-duplicated)."""
-        return self._q.offer(None, True, payload, delay, id, shard_key)  # type: ignore[no-any-return]
+        the message (False when it was de-duplicated).""",
+    )
+    offer_with_outcome_async = twin(offer_with_outcome)
 
-    def offer_with_outcome_async(
-        self,
-        payload: Value,
-        delay: Optional[Seconds] = None,
-        id: Optional[str] = None,
-        *,
-        shard_key: Optional[str] = None,
-    ) -> Awaitable[OfferOutcome]:
-        """Awaitable `offer_with_outcome`."""
-        return Awaiting(self._q.offer(loop(), True, payload, delay, id, shard_key))
-
+    @call
     def offer_all(self, messages: Iterable[tuple[Any, ...]]) -> list[str]:
         """Offers many `(payload, delay)`, `(payload, delay, id)` or
         `(payload, delay, id, shard_key)` tuples; returns their ids."""
-        return self._q.offer_all(None, False, messages)  # type: ignore[no-any-return]
+        return self._q.offer_all(self._aio, self._full, messages)  # type: ignore[no-any-return]
 
-    def offer_all_async(self, messages: Iterable[tuple[Any, ...]]) -> Awaitable[list[str]]:
-        """Awaitable `offer_all`."""
-        return Awaiting(self._q.offer_all(loop(), False, messages))
+    offer_all_async = twin(offer_all)
+    offer_all_with_outcome = _outcome(
+        offer_all, """Like `offer_all`; returns an `OfferOutcome` for each message, in order."""
+    )
+    offer_all_with_outcome_async = twin(offer_all_with_outcome)
 
-    def offer_all_with_outcome(self, messages: Iterable[tuple[Any, ...]]) -> list[OfferOutcome]:
-        """Like `offer_all`; returns an `OfferOutcome` for each message, in order."""
-        return self._q.offer_all(None, True, messages)  # type: ignore[no-any-return]
-
-    def offer_all_with_outcome_async(
-        self, messages: Iterable[tuple[Any, ...]]
-    ) -> Awaitable[list[OfferOutcome]]:
-        """Awaitable `offer_all_with_outcome`."""
-        return Awaiting(self._q.offer_all(loop(), True, messages))
-
+    @call
     def cancel(self, id: str) -> bool:
         """Removes a message that has not come due yet; returns whether there was one."""
-        return self._q.cancel(None, id)  # type: ignore[no-any-return]
+        return self._q.cancel(self._aio, id)  # type: ignore[no-any-return]
 
-    def cancel_async(self, id: str) -> Awaitable[bool]:
-        """Awaitable `cancel`."""
-        return Awaiting(self._q.cancel(loop(), id))
+    cancel_async = twin(cancel)
 
+    @call
     def reschedule(self, id: str, delay: Seconds) -> bool:
         """Moves a message that has not come due yet to `delay` seconds from now; returns
         whether there was one."""
-        return self._q.reschedule(None, id, delay)  # type: ignore[no-any-return]
+        return self._q.reschedule(self._aio, id, delay)  # type: ignore[no-any-return]
 
-    def reschedule_async(self, id: str, delay: Seconds) -> Awaitable[bool]:
-        """Awaitable `reschedule`."""
-        return Awaiting(self._q.reschedule(loop(), id, delay))
+    reschedule_async = twin(reschedule)
+
+    @call
+    def settings(self) -> ReliableSettings:
+        """The queue's settings as stored in Redis now (stored from this handle's options if
+        the queue had none); a `ReliableSettings`."""
+        return self._q.settings(self._aio)  # type: ignore[no-any-return]
+
+    settings_async = twin(settings)
+
+    @call
+    def stats(self) -> ReliableStats:
+        """Counts: delayed, ready, in_flight, dead."""
+        return self._q.stats(self._aio)  # type: ignore[no-any-return]
+
+    stats_async = twin(stats)
+
+    @call
+    def dead_letters(self, limit: int = _delayq.DEAD_LETTERS_LIMIT) -> list[DeadLetter]:
+        """Up to `limit` dead letters."""
+        return self._q.dead_letters(self._aio, limit)  # type: ignore[no-any-return]
+
+    dead_letters_async = twin(dead_letters)
+
+    @call
+    def requeue_dead(self, ids: Optional[Sequence[str]] = None) -> int:
+        """Makes dead letters ready again (attempts reset): those with the given ids, or all.
+        Returns how many."""
+        return self._q.requeue_dead(self._aio, ids)  # type: ignore[no-any-return]
+
+    requeue_dead_async = twin(requeue_dead)
+
+    @call
+    def purge_dead(self) -> int:
+        """Deletes every dead letter; returns how many there were."""
+        return self._q.purge_dead(self._aio)  # type: ignore[no-any-return]
+
+    purge_dead_async = twin(purge_dead)
+
+
+class ReliableQueue(_Reliable):
+    """A handle on a reliable queue: at-least-once delivery with acknowledgement."""
+
+    __slots__ = ()
 
     def receive(self, timeout: Optional[Seconds] = None) -> Optional[Delivery]:
         """Receives the next ready message, waiting up to `timeout` seconds (None: forever)
         on the server; returns a `Delivery`, or None when the time passes. Ctrl-C, or
         cancelling the awaitable, gives the message back untouched."""
-        return self._q.receive(None, timeout)  # type: ignore[no-any-return]
+        return self._q.receive(self._aio, timeout)  # type: ignore[no-any-return]
 
-    def receive_async(self, timeout: Optional[Seconds] = None) -> Awaitable[Optional[Delivery]]:
-        """Awaitable `receive`."""
-        return Awaiting(self._q.receive(loop(), timeout))
+    receive_async = twin(receive)
 
     def receive_many(self, n: int, timeout: Optional[Seconds] = None) -> list[Delivery]:
         """Receives up to `n` ready messages (1 to 1000) in one round trip, waiting up to
         `timeout` seconds (None: forever) for the first; returns a list of `Delivery`,
         empty when the time passes. Ctrl-C, or cancelling the awaitable, gives the
         messages back untouched."""
-        return self._q.receive_many(None, n, timeout)  # type: ignore[no-any-return]
+        return self._q.receive_many(self._aio, n, timeout)  # type: ignore[no-any-return]
 
-    def receive_many_async(
-        self, n: int, timeout: Optional[Seconds] = None
-    ) -> Awaitable[list[Delivery]]:
-        """Awaitable `receive_many`."""
-        return Awaiting(self._q.receive_many(loop(), n, timeout))
+    receive_many_async = twin(receive_many)
 
     def ack_many(self, deliveries: Iterable[Delivery]) -> list[bool]:
         """Acks many deliveries in one round trip; returns, for each, whether its lease was
         still held (as `Delivery.ack`)."""
-        return self._q.ack_many(None, _handles(deliveries))  # type: ignore[no-any-return]
+        return self._q.ack_many(self._aio, _handles(deliveries))  # type: ignore[no-any-return]
 
-    def ack_many_async(self, deliveries: Iterable[Delivery]) -> Awaitable[list[bool]]:
-        """Awaitable `ack_many`."""
-        return Awaiting(self._q.ack_many(loop(), _handles(deliveries)))
-
-    def settings(self) -> ReliableSettings:
-        """The queue's settings as stored in Redis now (stored from this handle's options if
-        the queue had none); a `ReliableSettings`."""
-        return self._q.settings(None)  # type: ignore[no-any-return]
-
-    def settings_async(self) -> Awaitable[ReliableSettings]:
-        """Awaitable `settings`."""
-        return Awaiting(self._q.settings(loop()))
-
-    def stats(self) -> ReliableStats:
-        """Counts: delayed, ready, in_flight, dead."""
-        return self._q.stats(None)  # type: ignore[no-any-return]
-
-    def stats_async(self) -> Awaitable[ReliableStats]:
-        """Awaitable `stats`."""
-        return Awaiting(self._q.stats(loop()))
-
-    def dead_letters(self, limit: int = _delayq.DEAD_LETTERS_LIMIT) -> list[DeadLetter]:
-        """Up to `limit` dead letters."""
-        return self._q.dead_letters(None, limit)  # type: ignore[no-any-return]
-
-    def dead_letters_async(
-        self, limit: int = _delayq.DEAD_LETTERS_LIMIT
-    ) -> Awaitable[list[DeadLetter]]:
-        """Awaitable `dead_letters`."""
-        return Awaiting(self._q.dead_letters(loop(), limit))
-
-    def requeue_dead(self, ids: Optional[Sequence[str]] = None) -> int:
-        """Makes dead letters ready again (attempts reset): those with the given ids, or all.
-        Returns how many."""
-        return self._q.requeue_dead(None, ids)  # type: ignore[no-any-return]
-
-    def requeue_dead_async(self, ids: Optional[Sequence[str]] = None) -> Awaitable[int]:
-        """Awaitable `requeue_dead`."""
-        return Awaiting(self._q.requeue_dead(loop(), ids))
-
-    def purge_dead(self) -> int:
-        """Deletes every dead letter; returns how many there were."""
-        return self._q.purge_dead(None)  # type: ignore[no-any-return]
-
-    def purge_dead_async(self) -> Awaitable[int]:
-        """Awaitable `purge_dead`."""
-        return Awaiting(self._q.purge_dead(loop()))
+    ack_many_async = twin(ack_many)
 
     def consume(
         self, handler: Callable[[Delivery], Any], concurrency: int = _delayq.CONCURRENCY
@@ -537,25 +543,22 @@ class ReliableQueue:
         `deadline` to finish and are acked or nacked, messages received but not handed to
         a handler go back untouched, then the handle closes (a cancelled `close_async`
         closes at once). Idempotent."""
-        self._q.close(None, deadline)
+        return self._q.close(self._aio, deadline)  # type: ignore[no-any-return]
 
-    def close_async(self, deadline: Optional[Seconds] = None) -> Awaitable[None]:
-        """Awaitable `close`."""
-        return Awaiting(self._q.close(loop(), deadline))
-
-    def __repr__(self) -> str:
-        return f"<delayq.ReliableQueue {_debug(self._q.name)}>"
+    close_async = twin(close)
 
 
 Url = Union[str, Sequence[str]]
+DQ = TypeVar("DQ")
+RQ = TypeVar("RQ")
 
 
-class Client:
-    """A connection to Redis: one URL, or a list of seed URLs of a Redis Cluster."""
+class _Client(_Handle[_delayq.Client], Generic[DQ, RQ]):
+    """What the client classes of both flavours share; `_queues` makes their queues."""
 
-    __slots__ = ("_c",)
+    __slots__ = ()
 
-    _c: _delayq.Client
+    _queues: tuple[Callable[[_delayq.DelayedQueue], DQ], Callable[[_delayq.ReliableQueue], RQ]]
 
     def __init__(
         self,
@@ -578,30 +581,8 @@ class Client:
         seconds."""
         _logs.follow()
         tls = (tls_ca_file, tls_cert_file, tls_key_file)
-        self._c = _delayq.Client.connect(
-            None, url, cluster, tls, durability_replicas, durability_aof, durability_timeout
-        )
-
-    @staticmethod
-    def connect_async(
-        url: Url,
-        *,
-        cluster: bool = False,
-        tls_ca_file: Optional[StrPath] = None,
-        tls_cert_file: Optional[StrPath] = None,
-        tls_key_file: Optional[StrPath] = None,
-        durability_replicas: Optional[int] = None,
-        durability_aof: bool = False,
-        durability_timeout: Seconds = _delayq.DURABILITY_TIMEOUT,
-    ) -> Awaitable[Client]:
-        """Connects without blocking the event loop; returns an awaitable of a `Client`. The
-        options are those of `Client(...)`."""
-        _logs.follow()
-        tls = (tls_ca_file, tls_cert_file, tls_key_file)
-        return Awaiting(
-            _delayq.Client.connect(
-                loop(), url, cluster, tls, durability_replicas, durability_aof, durability_timeout
-            )
+        self._q = _delayq.Client.connect(
+            self._aio, url, cluster, tls, durability_replicas, durability_aof, durability_timeout
         )
 
     def delayed_queue(
@@ -610,11 +591,11 @@ class Client:
         *,
         scheduler: bool = _delayq.SCHEDULER,
         reconcile_interval: Seconds = _delayq.RECONCILE_INTERVAL,
-    ) -> DelayedQueue:
+    ) -> DQ:
         """A handle on the Redisson-compatible delayed queue `name`. Unless `scheduler` is
         false, this process moves its due entries (waking at least every
         `reconcile_interval` seconds)."""
-        return DelayedQueue(self._c.delayed_queue(name, scheduler, reconcile_interval))
+        return self._queues[0](self._q.delayed_queue(name, scheduler, reconcile_interval))
 
     def reliable_queue(
         self,
@@ -631,7 +612,7 @@ class Client:
         update_settings: bool = False,
         scheduler: bool = _delayq.SCHEDULER,
         reconcile_interval: Seconds = _delayq.RECONCILE_INTERVAL,
-    ) -> ReliableQueue:
+    ) -> RQ:
         """A handle on the reliable queue `name`: at-least-once delivery with ack.
 
         The queue's settings are stored in Redis with the queue and shared by every handle
@@ -648,7 +629,7 @@ class Client:
         600 s), `shards` (a power of two, default 1), `dead_letter_retention` and
         `idempotency_retention` (0: dead letters kept until requeued or purged, acked ids
         not kept, the defaults). Every duration is `int`, `float` or `timedelta` seconds."""
-        q = self._c.reliable_queue(
+        q = self._q.reliable_queue(
             name,
             visibility_timeout,
             max_attempts,
@@ -662,24 +643,35 @@ class Client:
             scheduler,
             reconcile_interval,
         )
-        return ReliableQueue(q)
-
-    def server_time_ms(self) -> int:
-        """The Redis server's clock in Unix milliseconds (the clock due times use)."""
-        return self._c.server_time_ms(None)  # type: ignore[no-any-return]
-
-    def server_time_ms_async(self) -> Awaitable[int]:
-        """Awaitable `server_time_ms`."""
-        return Awaiting(self._c.server_time_ms(loop()))
+        return self._queues[1](q)
 
     def close(self) -> None:
         """Closes the client and every queue handle from it. Idempotent."""
-        self._c.close()
+        self._q.close()
 
     @property
     def closed(self) -> bool:
         """Whether `close()` was called."""
-        return self._c.closed
+        return self._q.closed
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__module__}.Client closed={self._q.closed}>"
+
+    @call
+    def server_time_ms(self) -> int:
+        """The Redis server's clock in Unix milliseconds (the clock due times use)."""
+        return self._q.server_time_ms(self._aio)  # type: ignore[no-any-return]
+
+    server_time_ms_async = twin(server_time_ms)
+
+
+class Client(_Client[DelayedQueue, ReliableQueue]):
+    """A connection to Redis: one URL, or a list of seed URLs of a Redis Cluster."""
+
+    __slots__ = ()
+
+    _queues = (DelayedQueue, ReliableQueue)
+    connect_async = connector(_Client.__init__)
 
     def __enter__(self) -> Client:
         return self
@@ -690,18 +682,8 @@ class Client:
         _exc: Optional[BaseException],
         _tb: Optional[TracebackType],
     ) -> Literal[False]:
-        self._c.close()
+        self._q.close()
         return False
-
-    def __repr__(self) -> str:
-        return f"<delayq.Client closed={self._c.closed}>"
-
-
-def _client(c: _delayq.Client) -> Client:
-    """The ``Client`` of a native client connected by ``connect_async``."""
-    client = Client.__new__(Client)
-    client._c = c
-    return client
 
 
 _public: tuple[type, ...] = (DelayedStats, ReliableStats, DeadLetter, ReliableSettings)
