@@ -4,25 +4,19 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-fn class_name(kind: delayq::ErrorKind) -> &'static str {
-    match kind {
+/// The Python exception for a core error.
+pub fn to_py(e: delayq::Error) -> PyErr {
+    let name = match e.kind() {
         delayq::ErrorKind::InvalidArgument => "InvalidArgument",
         delayq::ErrorKind::Connection => "ConnectionError",
         delayq::ErrorKind::Timeout => "TimeoutError",
         delayq::ErrorKind::WrongType => "WrongTypeError",
         delayq::ErrorKind::Closed => "ClosedError",
         delayq::ErrorKind::Server => "ServerError",
-    }
-}
-
-/// The Python exception for a core error.
-pub fn to_py(e: delayq::Error) -> PyErr {
+    };
     Python::attach(|py| {
-        let class = py
-            .import("delayq._errors")
-            .and_then(|m| m.getattr(class_name(e.kind())))
-            .and_then(|c| c.cast_into::<PyType>().map_err(Into::into));
-        match class {
+        let class = py.import("delayq._errors").and_then(|m| m.getattr(name));
+        match class.and_then(|c| Ok(c.cast_into::<PyType>()?)) {
             Ok(class) => PyErr::from_type(class, e.to_string()),
             Err(_) => PyRuntimeError::new_err(e.to_string()),
         }

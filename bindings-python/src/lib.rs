@@ -1,7 +1,8 @@
-//! The Python binding of delayq: a thin shell over the `delayq` crate. Types are
-//! converted here, async is bridged (blocking calls release the GIL; `*_async` methods
-//! return awaitables on the core's tokio runtime), errors are mapped once (error.rs).
-//! Everything else lives in core.
+//! The native half of delayq's Python binding (`delayq._delayq`): handles on core's
+//! client and queues whose calls convert types, bridge blocking and async calls
+//! (runtime.rs), map errors (error.rs) and keep the interpreter's exit safe (exit.rs).
+//! The classes users see, their docstrings and signatures are Python's (`delayq/_api.py`);
+//! everything else lives in core.
 
 mod client;
 mod convert;
@@ -14,20 +15,17 @@ mod runtime;
 
 use pyo3::prelude::*;
 
-use convert::Bytes;
-
 /// Packs an entry the way Redisson does (`struct.pack('Bc0Lc0', ...)`).
 #[pyfunction]
-fn pack_entry(id: &[u8], value: &[u8]) -> PyResult<Bytes> {
-    Ok(Bytes(delayq::codec::pack(id, value).map_err(error::to_py)?))
+fn pack_entry(id: &[u8], value: &[u8]) -> PyResult<Vec<u8>> {
+    delayq::codec::pack(id, value).map_err(error::to_py)
 }
 
 /// Splits a packed entry into `(id, value)`.
 #[pyfunction]
-fn unpack_entry(packed: &[u8]) -> PyResult<(Bytes, Bytes)> {
-    let (id, value) = delayq::codec::unpack(packed)
-        .map_err(|e| error::to_py(delayq::Error::InvalidArgument(e.to_string())))?;
-    Ok((Bytes(id.to_vec()), Bytes(value.to_vec())))
+fn unpack_entry(packed: &[u8]) -> PyResult<(Vec<u8>, Vec<u8>)> {
+    let (id, value) = delayq::codec::unpack(packed).map_err(|e| error::invalid(e.to_string()))?;
+    Ok((id.to_vec(), value.to_vec()))
 }
 
 /// The Lua source of the offer script (for benchmarks against other clients).
@@ -45,22 +43,31 @@ fn metrics_json() -> String {
 #[pymodule]
 fn _delayq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Client>()?;
-    m.add_class::<runtime::Awaiting>()?;
     m.add_class::<delayed_queue::DelayedQueue>()?;
-    m.add_class::<delayed_queue::DelayedStats>()?;
     m.add_class::<delayed_queue::TakeIter>()?;
-    m.add_class::<reliable_queue::ReliableStats>()?;
-    m.add_class::<reliable_queue::DeadLetter>()?;
     m.add_class::<reliable_queue::ReliableQueue>()?;
     m.add_class::<reliable_queue::Delivery>()?;
-    m.add_class::<reliable_queue::ReliableSettings>()?;
-    m.add_class::<reliable_queue::OfferOutcome>()?;
+    m.add_class::<runtime::Pending>()?;
+    m.add_class::<runtime::Completer>()?;
     m.add_function(wrap_pyfunction!(pack_entry, m)?)?;
     m.add_function(wrap_pyfunction!(unpack_entry, m)?)?;
     m.add_function(wrap_pyfunction!(offer_script_source, m)?)?;
     m.add_function(wrap_pyfunction!(metrics_json, m)?)?;
-    m.add_function(wrap_pyfunction!(logs::set_log_level, m)?)?;
+    m.add_function(wrap_pyfunction!(logs::set_max_level, m)?)?;
+    // The defaults the Python layer's signatures show.
+    let scheduler = delayq::SchedulerOptions::default();
+    m.add("SCHEDULER", scheduler.enabled)?;
+    m.add(
+        "RECONCILE_INTERVAL",
+        scheduler.reconcile_interval.as_secs_f64(),
+    )?;
+    m.add(
+        "DURABILITY_TIMEOUT",
+        delayq::Durability::DEFAULT_TIMEOUT.as_secs_f64(),
+    )?;
+    m.add("DEAD_LETTERS_LIMIT", delayq::DEAD_LETTERS_LIMIT)?;
+    m.add("CONCURRENCY", 1)?;
     exit::register(m)?;
-    logs::install(m.py())?;
+    logs::install();
     Ok(())
 }

@@ -1,170 +1,95 @@
-//! `ReliableQueue` and `Delivery`: each call blocking (GIL released) and `*_async`, written
-//! once (`twins!`).
+//! The native handles of a reliable queue and of a delivery (their classes are
+//! `delayq.ReliableQueue` and `delayq.Delivery`, in Python).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use delayq::handover::Handover;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 
-use crate::convert::{self, Arg, Bytes};
+use crate::convert::{count, delay, opt_delay, timeout, value, Obj};
 use crate::error::invalid;
 use crate::exit;
-use crate::runtime::{twins, Call, Taking};
+use crate::runtime::{calls, run, Aio, Made, Taking, R};
 
-/// A handle on a reliable queue: at-least-once delivery with acknowledgement.
-#[pyclass(module = "delayq", frozen)]
-pub struct ReliableQueue {
-    pub(crate) inner: delayq::ReliableQueue,
+#[pyclass(frozen)]
+pub struct ReliableQueue(pub delayq::ReliableQueue);
+
+#[pyclass(frozen)]
+pub struct Delivery(delayq::Delivery);
+
+/// A `delayq.Delivery(id, payload, attempt, due_at, shard, handle)`.
+pub fn delivery(d: delayq::Delivery) -> Made<(String, Vec<u8>, u32, i64, u32, Delivery)> {
+    let (id, payload, shard) = (d.id.clone(), d.payload.clone(), d.shard());
+    Made(
+        "Delivery",
+        (id, payload, d.attempt, d.due_at, shard, Delivery(d)),
+    )
 }
 
-/// A received message. `ack()` when done, `nack(delay=None)` to retry; otherwise it is
-/// delivered again when its lease ends (`deadline`, moved by `extend(seconds)`).
-#[pyclass(module = "delayq", frozen)]
-pub struct Delivery {
-    pub(crate) inner: delayq::Delivery,
+/// A `delayq.OfferOutcome`.
+fn outcome(o: delayq::OfferOutcome) -> Made<(String, bool, Option<i64>)> {
+    Made("OfferOutcome", (o.id, o.created, o.due_at))
 }
 
-/// Counts of a reliable queue.
-#[pyclass(module = "delayq", frozen, get_all, eq)]
-#[derive(PartialEq)]
-pub struct ReliableStats {
-    /// Messages waiting for their due time.
-    pub delayed: u64,
-    /// Messages due and not yet received.
-    pub ready: u64,
-    /// Messages received and not yet acked, nacked or timed out.
-    pub in_flight: u64,
-    /// Messages in the dead letters.
-    pub dead: u64,
-}
-
-#[pymethods]
-impl ReliableStats {
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        convert::repr(slf, "delayed ready in_flight dead")
+/// Ids, or outcomes when `full`.
+fn offered(
+    py: Python<'_>,
+    aio: Aio<'_>,
+    full: bool,
+    offers: impl std::future::Future<Output = delayq::Result<Vec<delayq::OfferOutcome>>>
+        + Send
+        + 'static,
+) -> R {
+    match full {
+        true => run(py, aio, async {
+            Ok(offers.await?.into_iter().map(outcome).collect::<Vec<_>>())
+        }),
+        false => run(py, aio, async {
+            Ok(offers.await?.into_iter().map(|o| o.id).collect::<Vec<_>>())
+        }),
     }
 }
 
-/// A message in the dead letters.
-#[pyclass(module = "delayq", frozen, get_all)]
-pub struct DeadLetter {
-    /// The message id.
-    pub id: String,
-    /// The payload.
-    pub payload: Py<PyBytes>,
-    /// Deliveries it had.
-    pub attempts: u32,
-    /// When it was buried (server Unix ms).
-    pub died_at: i64,
-}
+/// A `delayq.ReliableSettings`: durations in float seconds, the back-off a schedule or
+/// exponential bounds.
+type Settings = (
+    f64,
+    u32,
+    Option<Vec<f64>>,
+    Option<f64>,
+    Option<f64>,
+    u32,
+    Option<f64>,
+    Option<f64>,
+);
 
-/// Dead letters on their way to Python (a list of `DeadLetter`).
-struct DeadLetters(Vec<delayq::DeadLetter>);
-
-impl<'py> IntoPyObject<'py> for DeadLetters {
-    type Target = pyo3::types::PyList;
-    type Output = Bound<'py, Self::Target>;
-    type Error = PyErr;
-
-    fn into_pyobject(self, py: Python<'py>) -> PyResult<Self::Output> {
-        let letters = self.0.into_iter().map(|d| DeadLetter {
-            payload: PyBytes::new(py, &d.payload).unbind(),
-            id: d.id,
-            attempts: d.attempts,
-            died_at: d.died_at,
-        });
-        pyo3::types::PyList::new(py, letters)
-    }
-}
-
-/// The settings of a reliable queue, as stored in Redis with it (see
-/// `Client.reliable_queue`). Durations are float seconds; the back-off is either
-/// `backoff` (a list of delays, the last one repeats) or exponential from `backoff_base`
-/// to `backoff_max` (the fields of the other kind are None).
-#[pyclass(module = "delayq", frozen, get_all, eq)]
-#[derive(PartialEq)]
-pub struct ReliableSettings {
-    /// The lease of a delivery, in seconds.
-    pub visibility_timeout: f64,
-    /// Deliveries before the dead letters.
-    pub max_attempts: u32,
-    /// The back-off schedule in seconds, or None when it is exponential.
-    pub backoff: Option<Vec<f64>>,
-    /// The first delay of an exponential back-off, in seconds (None for a schedule).
-    pub backoff_base: Option<f64>,
-    /// The longest delay of an exponential back-off, in seconds (None for a schedule).
-    pub backoff_max: Option<f64>,
-    /// Sub-queues.
-    pub shards: u32,
-    /// How long dead letters are kept, in seconds; None: until requeued or purged.
-    pub dead_letter_retention: Option<f64>,
-    /// How long acked ids are remembered for de-duplication, in seconds; None: not at all.
-    pub idempotency_retention: Option<f64>,
-}
-
-impl From<delayq::ReliableSettings> for ReliableSettings {
-    fn from(s: delayq::ReliableSettings) -> Self {
-        let secs = |d: Duration| d.as_secs_f64();
-        let (backoff, backoff_base, backoff_max) = match s.backoff {
-            delayq::Backoff::Schedule(delays) => {
-                (Some(delays.into_iter().map(secs).collect()), None, None)
-            }
-            delayq::Backoff::Exponential { base, max } => (None, Some(secs(base)), Some(secs(max))),
-        };
-        ReliableSettings {
-            visibility_timeout: secs(s.visibility_timeout),
-            max_attempts: s.max_attempts,
-            backoff,
-            backoff_base,
-            backoff_max,
-            shards: s.shards,
-            dead_letter_retention: s.dead_letter_retention.map(secs),
-            idempotency_retention: s.idempotency_retention.map(secs),
+fn settings(s: delayq::ReliableSettings) -> Made<Settings> {
+    let secs = |d: Duration| d.as_secs_f64();
+    let (schedule, base, max) = match s.backoff {
+        delayq::Backoff::Schedule(delays) => {
+            (Some(delays.into_iter().map(secs).collect()), None, None)
         }
-    }
+        delayq::Backoff::Exponential { base, max } => (None, Some(secs(base)), Some(secs(max))),
+    };
+    let (visibility, retention) = (
+        secs(s.visibility_timeout),
+        s.dead_letter_retention.map(secs),
+    );
+    let fields = (
+        visibility,
+        s.max_attempts,
+        schedule,
+        base,
+        max,
+        s.shards,
+        retention,
+        s.idempotency_retention.map(secs),
+    );
+    Made("ReliableSettings", fields)
 }
 
-#[pymethods]
-impl ReliableSettings {
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        let fields = "visibility_timeout max_attempts backoff backoff_base backoff_max shards \
-                      dead_letter_retention idempotency_retention";
-        convert::repr(slf, fields)
-    }
-}
-
-/// What `offer_with_outcome` did: the message `id`, and whether this call `created` the
-/// message (False: a message with that id was already waiting, ready, in flight, or
-/// acked within the idempotency retention).
-#[pyclass(module = "delayq", frozen, get_all, eq)]
-#[derive(PartialEq)]
-pub struct OfferOutcome {
-    /// The message id.
-    pub id: String,
-    /// Whether this call created the message.
-    pub created: bool,
-    /// When the message is due (server Unix ms); None when it was de-duplicated.
-    pub due_at: Option<i64>,
-}
-
-#[pymethods]
-impl OfferOutcome {
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        convert::repr(slf, "id created due_at")
-    }
-}
-
-fn outcome(o: delayq::OfferOutcome) -> OfferOutcome {
-    OfferOutcome {
-        id: o.id,
-        created: o.created,
-        due_at: o.due_at,
-    }
-}
-
-/// Closes the handle if the graceful close was given up (Ctrl-C, a cancelled task).
+/// Closes the handle if a graceful close was given up (Ctrl-C, a cancelled task).
 struct CloseOnDrop(delayq::ReliableQueue);
 
 impl Drop for CloseOnDrop {
@@ -173,10 +98,10 @@ impl Drop for CloseOnDrop {
     }
 }
 
-/// The deliveries of a call of `ack_many`: each a `Delivery`.
-fn deliveries(list: &Bound<'_, PyAny>) -> PyResult<Vec<delayq::Delivery>> {
-    let mut out = Vec::new();
-    for item in list.try_iter()? {
+/// The handles of `deliveries` (each a `delayq.Delivery`'s).
+fn handles(deliveries: Obj<'_>) -> PyResult<Vec<delayq::Delivery>> {
+    let mut list = Vec::new();
+    for item in deliveries.try_iter()? {
         let item = item?;
         let Ok(d) = item.cast::<Delivery>() else {
             let name = item.get_type().name()?;
@@ -184,344 +109,127 @@ fn deliveries(list: &Bound<'_, PyAny>) -> PyResult<Vec<delayq::Delivery>> {
                 "ack_many takes Delivery objects, not {name}"
             )));
         };
-        out.push(d.get().inner.clone());
+        list.push(d.get().0.clone());
     }
-    Ok(out)
+    Ok(list)
 }
 
-impl ReliableQueue {
-    fn q(&self) -> delayq::ReliableQueue {
-        self.inner.clone()
-    }
+/// A message of `offer_all`: `(payload, delay[, id[, shard_key]])`.
+type Checked = (Vec<u8>, Duration, Option<String>, Option<String>);
 
-    fn offer_one(
-        &self,
-        payload: &Bound<'_, PyAny>,
-        delay: Option<&Bound<'_, PyAny>>,
-        id: Option<String>,
-        shard_key: Option<String>,
-    ) -> PyResult<impl std::future::Future<Output = delayq::Result<delayq::OfferOutcome>>> {
-        let delay = convert::opt_delay(delay)?.unwrap_or_default();
-        let (payload, q) = (convert::value(payload)?, self.q());
-        Ok(async move {
-            q.offer_with_shard_key(payload, delay, id.as_deref(), shard_key.as_deref())
-                .await
-        })
-    }
+fn message(item: Obj<'_>) -> PyResult<Checked> {
+    type Message<'py> = (Obj<'py>, Obj<'py>, Option<String>, Option<String>);
+    let (payload, d, id, key): Message<'_> = match item.len()? {
+        4 => item.extract()?,
+        3 => item.extract().map(|(p, d, id)| (p, d, id, None))?,
+        _ => item.extract().map(|(p, d)| (p, d, None, None))?,
+    };
+    Ok((value(&payload)?, delay(&d)?, id, key))
+}
 
-    fn offer_many(
-        &self,
-        messages: &Bound<'_, PyAny>,
-    ) -> PyResult<impl std::future::Future<Output = delayq::Result<Vec<delayq::OfferOutcome>>>>
-    {
-        let mut checked = Vec::new();
-        for item in messages.try_iter()? {
-            let item = item?;
-            type Message<'py> = (
-                Bound<'py, PyAny>,
-                Bound<'py, PyAny>,
-                Option<String>,
-                Option<String>,
-            );
-            let (payload, delay, id, key): Message<'_> = match item.len()? {
-                4 => item.extract()?,
-                3 => item.extract().map(|(p, d, id)| (p, d, id, None))?,
-                _ => item.extract().map(|(p, d)| (p, d, None, None))?,
-            };
-            checked.push((convert::value(&payload)?, convert::delay(&delay)?, id, key));
+calls! { ReliableQueue(q) {
+    fn cancel(id: String) = async move { q.cancel(&id).await };
+    fn reschedule(id: String, d: Obj<'_>) = { let d = delay(&d)?; async move { q.reschedule(&id, d).await } };
+    fn receive(t: Option<Obj<'_>>) = Taking(Handover::receive(&q, timeout(t)?));
+    fn receive_many(n: Obj<'_>, t: Option<Obj<'_>>) = Taking(Handover::receive_many(&q, count(&n, "n")?, timeout(t)?));
+    fn ack_many(deliveries: Obj<'_>) = { let list = handles(deliveries)?; async move { q.ack_many(&list).await } };
+    fn settings() = async move { q.settings().await.map(settings) };
+    fn stats() = async move {
+        let delayq::ReliableStats { delayed, ready, in_flight, dead } = q.stats().await?;
+        Ok(Made("ReliableStats", (delayed, ready, in_flight, dead)))
+    };
+    fn dead_letters(limit: Obj<'_>) = {
+        let limit = count(&limit, "limit")?;
+        async move {
+            let letters = q.dead_letters(limit).await?.into_iter();
+            Ok(letters.map(|d| Made("DeadLetter", (d.id, d.payload, d.attempts, d.died_at))).collect::<Vec<_>>())
         }
-        let q = self.q();
-        Ok(async move {
-            let list = checked.iter();
-            q.offer_all_with_shard_keys(
-                list.map(|(p, d, id, key)| (p, *d, id.as_deref(), key.as_deref())),
-            )
-            .await
-        })
-    }
-
-    /// Closes the handle: at once without a deadline, else gracefully.
-    fn close_call(
-        &self,
-        deadline: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<impl std::future::Future<Output = delayq::Result<()>>> {
-        let (deadline, q) = (convert::timeout(deadline)?, self.q());
-        // Owned by the future from the start: dropped before its first poll, it closes too.
-        let guard = CloseOnDrop(q.clone());
-        Ok(async move {
+    };
+    fn requeue_dead(ids: Option<Vec<String>>) = async move { q.requeue_dead(ids.as_deref()).await };
+    fn purge_dead() = async move { q.purge_dead().await };
+    // At once without a deadline, else gracefully. The guard is the future's from the
+    // start: dropped before its first poll, it closes the handle too.
+    fn close(deadline: Option<Obj<'_>>) = {
+        let (deadline, guard) = (timeout(deadline)?, CloseOnDrop(q.clone()));
+        async move {
             let _guard = guard;
             match deadline {
                 Some(deadline) => q.close_gracefully(deadline).await,
                 None => Ok(()),
             }
-        })
-    }
-
-    /// Core's `consume` with `call(handler, delivery)` running each handler.
-    fn consume_call<Fut>(
-        &self,
-        handler: Py<PyAny>,
-        concurrency: Arg<'_>,
-        call: impl Fn(Arc<Py<PyAny>>, Delivery) -> Fut + Send + Sync + 'static,
-    ) -> PyResult<impl std::future::Future<Output = delayq::Result<()>>>
-    where
-        Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
-    {
-        let concurrency = convert::count(concurrency, "concurrency", 1)?;
-        let (q, handler) = (self.q(), Arc::new(handler));
-        Ok(async move {
-            q.consume(
-                move |d| call(handler.clone(), Delivery { inner: d }),
-                concurrency,
-            )
-            .await
-        })
-    }
-}
-
-twins! {
-impl ReliableQueue {
-    /// Offers `payload` due after `delay` seconds; returns its id. With `id`, a message
-    /// with that id still waiting, ready or in flight (or acked within the queue's
-    /// idempotency retention) is not offered again: the call returns the id and changes
-    /// nothing.
-    ///
-    /// With `shard_key`, the message goes to the shard of the key instead of the shard of
-    /// its id (a queue of several shards): messages with one key stay in one shard.
-    #[pyo3(signature = (payload, delay = None, id = None, *, shard_key = None))]
-    fn offer / offer_async(&self, payload: &Bound<'_, PyAny>, delay: Option<&Bound<'_, PyAny>>, id: Option<String>, shard_key: Option<String>) = {
-        let offer = self.offer_one(payload, delay, id, shard_key)?;
-        async move { Ok(offer.await?.id) }
-    };
-
-    /// Like `offer`; returns an `OfferOutcome`: the id, and whether this call created
-    /// the message (False when it was de-duplicated).
-    #[pyo3(signature = (payload, delay = None, id = None, *, shard_key = None))]
-    fn offer_with_outcome / offer_with_outcome_async(&self, payload: &Bound<'_, PyAny>, delay: Option<&Bound<'_, PyAny>>, id: Option<String>, shard_key: Option<String>) = {
-        let offer = self.offer_one(payload, delay, id, shard_key)?;
-        async move { offer.await.map(outcome) }
-    };
-
-    /// Offers many `(payload, delay)`, `(payload, delay, id)` or
-    /// `(payload, delay, id, shard_key)` tuples; returns their ids.
-    fn offer_all / offer_all_async(&self, messages: &Bound<'_, PyAny>) = {
-        let offers = self.offer_many(messages)?;
-        async move { Ok(offers.await?.into_iter().map(|o| o.id).collect::<Vec<_>>()) }
-    };
-
-    /// Like `offer_all`; returns an `OfferOutcome` for each message, in order.
-    fn offer_all_with_outcome / offer_all_with_outcome_async(&self, messages: &Bound<'_, PyAny>) = {
-        let offers = self.offer_many(messages)?;
-        async move { Ok(offers.await?.into_iter().map(outcome).collect::<Vec<_>>()) }
-    };
-
-    /// Removes a message that has not come due yet; returns whether there was one.
-    fn cancel / cancel_async(&self, id: String) = {
-        let q = self.q();
-        async move { q.cancel(&id).await }
-    };
-
-    /// Moves a message that has not come due yet to `delay` seconds from now; returns
-    /// whether there was one.
-    fn reschedule / reschedule_async(&self, id: String, delay: &Bound<'_, PyAny>) = {
-        let (delay, q) = (convert::delay(delay)?, self.q());
-        async move { q.reschedule(&id, delay).await }
-    };
-
-    /// Receives the next ready message, waiting up to `timeout` seconds (None: forever)
-    /// on the server; returns a `Delivery`, or None when the time passes. Ctrl-C, or
-    /// cancelling the awaitable, gives the message back untouched.
-    #[pyo3(signature = (timeout = None))]
-    fn receive / receive_async(&self, timeout: Option<&Bound<'_, PyAny>>) =
-        Taking(Handover::receive(&self.inner, convert::timeout(timeout)?));
-
-    /// Receives up to `n` ready messages (1 to 1000) in one round trip, waiting up to
-    /// `timeout` seconds (None: forever) for the first; returns a list of `Delivery`,
-    /// empty when the time passes. Ctrl-C, or cancelling the awaitable, gives the
-    /// messages back untouched.
-    #[pyo3(signature = (n, timeout = None), text_signature = "($self, n, timeout=None)")]
-    fn receive_many / receive_many_async(&self, n: Arg<'_>, timeout: Option<&Bound<'_, PyAny>>) = {
-        let n = convert::count(n, "n", 0usize)?;
-        Taking(Handover::receive_many(&self.inner, n, convert::timeout(timeout)?))
-    };
-
-    /// Acks many deliveries in one round trip; returns, for each, whether its lease was
-    /// still held (as `Delivery.ack`).
-    fn ack_many / ack_many_async(&self, deliveries: &Bound<'_, PyAny>) = {
-        let (list, q) = (self::deliveries(deliveries)?, self.q());
-        async move { q.ack_many(&list).await }
-    };
-
-    /// The queue's settings as stored in Redis now (stored from this handle's options if
-    /// the queue had none); a `ReliableSettings`.
-    fn settings / settings_async(&self) = {
-        let q = self.q();
-        async move { q.settings().await.map(ReliableSettings::from) }
-    };
-
-    /// Counts: delayed, ready, in_flight, dead.
-    fn stats / stats_async(&self) = {
-        let q = self.q();
-        async move {
-            let delayq::ReliableStats { delayed, ready, in_flight, dead } = q.stats().await?;
-            Ok(ReliableStats { delayed, ready, in_flight, dead })
         }
     };
-
-    /// Up to `limit` dead letters.
-    #[pyo3(signature = (limit = Arg::Default), text_signature = "($self, limit=100)")]
-    fn dead_letters / dead_letters_async(&self, limit: Arg<'_>) = {
-        let (q, limit) = (self.q(), convert::count(limit, "limit", delayq::DEAD_LETTERS_LIMIT)?);
-        async move { Ok(DeadLetters(q.dead_letters(limit).await?)) }
-    };
-
-    /// Makes dead letters ready again (attempts reset): those with the given ids, or all.
-    /// Returns how many.
-    #[pyo3(signature = (ids = None))]
-    fn requeue_dead / requeue_dead_async(&self, ids: Option<Vec<String>>) = {
-        let q = self.q();
-        async move { q.requeue_dead(ids.as_deref()).await }
-    };
-
-    /// Deletes every dead letter; returns how many there were.
-    fn purge_dead / purge_dead_async(&self) = {
-        let q = self.q();
-        async move { q.purge_dead().await }
-    };
-
-    /// Closes this handle. Without `deadline`, at once: later calls (and a pending
-    /// receive) raise `ClosedError`, a running `consume` returns, deliveries already
-    /// received can still be acked or nacked. With `deadline` (seconds), gracefully and
-    /// blocking until done: consumers stop receiving, handlers already running get up to
-    /// `deadline` to finish and are acked or nacked, messages received but not handed to
-    /// a handler go back untouched, then the handle closes (a cancelled `close_async`
-    /// closes at once). Idempotent.
-    #[pyo3(signature = (deadline = None))]
-    fn close / close_async(&self, deadline: Option<&Bound<'_, PyAny>>) = self.close_call(deadline)?;
 }
 
-    /// The queue's name.
     #[getter]
     fn name(&self) -> &str {
-        self.inner.name()
+        self.0.name()
     }
 
-    /// Acks through this handle (`ack`, `ack_many`, `consume`) that found their delivery
-    /// already ended, its lease lost: each means that message may be processed twice.
     #[getter]
     fn lost_leases(&self) -> u64 {
-        self.inner.lost_leases()
+        self.0.lost_leases()
     }
 
-    /// Calls `handler(delivery)` on received messages, `concurrency` at a time, each in a
-    /// worker thread: acks when it returns, nacks (with the queue's back-off) when it
-    /// raises. Receives ahead (up to `concurrency` messages), extends the lease of a
-    /// running handler by itself (a handler may run longer than the visibility timeout),
-    /// batches acks. Runs until the queue or its client is closed (or Ctrl-C); after
-    /// `close(deadline=...)`, once the running handlers finished and were settled.
-    #[pyo3(signature = (handler, concurrency = Arg::Default), text_signature = "($self, handler, concurrency=1)")]
-    fn consume(&self, py: Python<'_>, handler: Py<PyAny>, concurrency: Arg<'_>) -> PyResult<Py<PyAny>> {
-        let consume = self.consume_call(handler, concurrency, |handler, d| async move {
-            let call = tokio::task::spawn_blocking(move || {
-                // (A PyErr is described with the GIL.)
-                exit::attach(|py| handler.call1(py, (d,)).map(drop).map_err(|e| e.to_string()))
-                    .unwrap_or_else(|| Err(exit::EXITING.to_owned()))
-            });
-            call.await.map_err(|e| e.to_string())?
-        })?;
-        consume.block(py)
+    /// Returns the id, or an `OfferOutcome` when `full`.
+    #[allow(clippy::too_many_arguments)]
+    fn offer(&self, py: Python<'_>, aio: Aio<'_>, full: bool, payload: Obj<'_>, d: Option<Obj<'_>>, id: Option<String>, key: Option<String>) -> R {
+        let (payload, d, q) = (value(&payload)?, opt_delay(d)?.unwrap_or_default(), self.0.clone());
+        let offer = async move { q.offer_with_shard_key(payload, d, id.as_deref(), key.as_deref()).await };
+        match full {
+            true => run(py, aio, async move { offer.await.map(outcome) }),
+            false => run(py, aio, async move { Ok(offer.await?.id) }),
+        }
     }
 
-    /// Awaitable `consume` for `async def handler(delivery)`, run on the caller's event
-    /// loop. Cancelling it stops the workers; `close_async(deadline)` lets the running
-    /// handlers finish first.
-    #[pyo3(signature = (handler, concurrency = Arg::Default), text_signature = "($self, handler, concurrency=1)")]
-    fn consume_async(&self, py: Python<'_>, handler: Py<PyAny>, concurrency: Arg<'_>) -> PyResult<crate::runtime::Awaiting> {
+    fn offer_all(&self, py: Python<'_>, aio: Aio<'_>, full: bool, messages: Obj<'_>) -> R {
+        let checked = messages.try_iter()?.map(|item| message(item?)).collect::<PyResult<Vec<_>>>()?;
+        let q = self.0.clone();
+        offered(py, aio, full, async move {
+            let list = checked.iter().map(|(p, d, id, k)| (p, *d, id.as_deref(), k.as_deref()));
+            q.offer_all_with_shard_keys(list).await
+        })
+    }
+
+    /// Core's `consume`, each handler run in a worker thread, or as a coroutine on the
+    /// caller's event loop when awaited.
+    fn consume(&self, py: Python<'_>, aio: Aio<'_>, handler: Py<PyAny>, concurrency: Obj<'_>) -> R {
+        let concurrency = count(&concurrency, "concurrency")?;
+        let (q, handler) = (self.0.clone(), Arc::new(handler));
+        // (A PyErr is described with the GIL.)
+        if aio.is_none() {
+            let call = move |d| {
+                let handler = handler.clone();
+                let called = tokio::task::spawn_blocking(move || {
+                    exit::attach(|py| handler.call1(py, (delivery(d),)).map(drop).map_err(|e| e.to_string()))
+                        .unwrap_or_else(exit::exiting)
+                });
+                async move { called.await.map_err(|e| e.to_string())? }
+            };
+            return run(py, aio, async move { q.consume(call, concurrency).await });
+        }
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
-        let consume = self.consume_call(handler, concurrency, move |handler, d| {
-            // (A PyErr is described with the GIL.)
+        let call = move |d| {
             let fut = exit::attach(|py| {
-                let coro = handler.bind(py).call1((d,));
+                let coro = handler.bind(py).call1((delivery(d),));
                 coro.and_then(|c| pyo3_async_runtimes::into_future_with_locals(&locals, c))
                     .map_err(|e| e.to_string())
             });
             // Polling it may enter Python, and so may describing a PyErr.
-            exit::polled(async move {
-                let fut = fut.unwrap_or_else(|| Err(exit::EXITING.to_owned()))?;
-                fut.await.map(drop).map_err(|e| e.to_string())
-            })
-        })?;
-        consume.start(py)
-    }
-
-    fn __repr__(&self) -> String {
-        format!("<delayq.ReliableQueue {:?}>", self.inner.name())
+            exit::polled(async move { fut.unwrap_or_else(exit::exiting)?.await.map(drop).map_err(|e| e.to_string()) })
+        };
+        run(py, aio, async move { q.consume(call, concurrency).await })
     }
 }
 
-twins! {
-impl Delivery {
-    /// Moves the end of the lease to `duration` seconds from now (shorter than what is
-    /// left shortens it). False when the lease was already lost (the message went back
-    /// to the queue, or this delivery was acked or nacked).
-    fn extend / extend_async(&self, duration: &Bound<'_, PyAny>) = {
-        let (d, duration) = (self.inner.clone(), convert::delay(duration)?);
-        async move { d.extend(duration).await }
-    };
-
-    /// Acknowledges: the message is done. False when this delivery had already ended.
-    fn ack / ack_async(&self) = {
-        let d = self.inner.clone();
-        async move { d.ack().await }
-    };
-
-    /// Gives the message back for a retry after `delay` seconds (default: the queue's
-    /// back-off), or to the dead letters after its last attempt.
-    #[pyo3(signature = (delay = None))]
-    fn nack / nack_async(&self, delay: Option<&Bound<'_, PyAny>>) = {
-        let (d, delay) = (self.inner.clone(), convert::opt_delay(delay)?);
-        async move { d.nack(delay).await }
-    };
+calls! { Delivery(d) {
+    fn extend(duration: Obj<'_>) = { let duration = delay(&duration)?; async move { d.extend(duration).await } };
+    fn ack() = async move { d.ack().await };
+    fn nack(t: Option<Obj<'_>>) = { let t = opt_delay(t)?; async move { d.nack(t).await } };
 }
 
-    /// The message id.
-    #[getter]
-    fn id(&self) -> &str {
-        &self.inner.id
-    }
-
-    /// The payload.
-    #[getter]
-    fn payload(&self) -> Bytes {
-        Bytes(self.inner.payload.clone())
-    }
-
-    /// Which delivery this is: 1 for the first.
-    #[getter]
-    fn attempt(&self) -> u32 {
-        self.inner.attempt
-    }
-
-    /// When the message came due (server Unix ms).
-    #[getter]
-    fn due_at(&self) -> i64 {
-        self.inner.due_at
-    }
-
-    /// The shard the message lives in (0 for a queue of one shard).
-    #[getter]
-    fn shard(&self) -> u32 {
-        self.inner.shard()
-    }
-
-    /// When this delivery's lease ends (server Unix ms): past it, the message may be
-    /// delivered to another consumer. Moved by `extend`.
     #[getter]
     fn deadline(&self) -> i64 {
-        self.inner.deadline()
-    }
-
-    fn __repr__(&self) -> String {
-        format!("<delayq.Delivery id={:?} attempt={}>", self.inner.id, self.inner.attempt)
+        self.0.deadline()
     }
 }

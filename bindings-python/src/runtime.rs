@@ -1,17 +1,16 @@
-//! Bridging core calls to Python, once for every method: blocking (the GIL released,
-//! signals checked every 50 ms) or awaitable. A call that takes from a queue goes through
-//! core's [`Handover`], which gives back what nobody claimed; this only says "claimed" or
-//! "gone".
+//! Bridging core calls to Python: every native call takes `aio`, None to block (the GIL
+//! released, signals checked every 50 ms) or the running loop's [`Completer`] to return a
+//! [`Pending`] (awaited by `delayq._aio.Awaiting`). A call that takes from a queue goes
+//! through core's [`Handover`], which gives back what nobody claimed.
 //!
-//! An awaited call wakes its asyncio task without entering Python from the runtime: the
-//! outcome is queued for the task's loop, and the first outcome of a batch writes a byte to
-//! a socket the loop watches ([`Completer`]); the loop then hands over every queued
-//! outcome in one callback. So a runtime thread never waits for the GIL, many futures
-//! complete per wake-up, and nothing enters Python while the interpreter exits.
+//! An awaited call wakes its task without entering Python from the runtime: its waiter is
+//! queued on the completer, and the first of a batch writes a byte to a socket the loop
+//! watches; the loop's reader then sets every waiter queued. So a runtime thread never
+//! waits for the GIL, and nothing enters Python while the interpreter exits.
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,29 +19,46 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use delayq::handover::{Claim, Handover, Taken, TakenValue};
-use pyo3::exceptions::{PyBaseException, PyRuntimeError, PyStopIteration};
+use pyo3::call::PyCallArgs;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::{intern, IntoPyObjectExt};
 
-use crate::convert::Bytes;
 use crate::error::to_py;
 use crate::exit;
-use crate::reliable_queue::Delivery;
+use crate::reliable_queue::delivery;
 
 /// How long a blocking call waits with the GIL released before checking for signals.
 const SLICE: Duration = Duration::from_millis(50);
-
 /// How long a blocking call yields before it parks (see `poll_for`).
 const SPIN: Duration = Duration::from_micros(50);
+
+/// What a native call returns.
+pub type R = PyResult<Py<PyAny>>;
 
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     pyo3_async_runtimes::tokio::get_runtime()
 }
 
+/// An object of the Python layer, `delayq._api.<name>(*args)` (a data class, a Delivery).
+pub struct Made<A>(pub &'static str, pub A);
+
+impl<'py, A: PyCallArgs<'py>> IntoPyObject<'py> for Made<A> {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        static API: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+        let api = API.get_or_try_init(py, || Ok::<_, PyErr>(py.import("delayq._api")?.unbind()))?;
+        api.bind(py).getattr(self.0)?.call1(self.1)
+    }
+}
+
 /// What a call hands to Python.
 pub trait Outcome: Taken {
-    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>>;
+    fn into_py(self, py: Python<'_>) -> R;
 }
 
 /// The outcome of a call that takes nothing from a queue: nothing to give back.
@@ -55,36 +71,38 @@ impl<T: Send + 'static> Taken for Plain<T> {
 }
 
 impl<T: for<'py> IntoPyObject<'py> + Send + 'static> Outcome for Plain<T> {
-    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    fn into_py(self, py: Python<'_>) -> R {
         self.0.into_py_any(py)
     }
 }
 
 impl Outcome for Option<TakenValue> {
-    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.map(|t| Bytes(t.value)).into_py_any(py)
+    fn into_py(self, py: Python<'_>) -> R {
+        self.map(|t| t.value).into_py_any(py)
     }
 }
 
 impl Outcome for Option<delayq::Delivery> {
-    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.map(|inner| Delivery { inner }).into_py_any(py)
+    fn into_py(self, py: Python<'_>) -> R {
+        self.map(delivery).into_py_any(py)
     }
 }
 
 impl Outcome for Vec<delayq::Delivery> {
-    fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let list: Vec<Delivery> = self.into_iter().map(|inner| Delivery { inner }).collect();
-        list.into_py_any(py)
+    fn into_py(self, py: Python<'_>) -> R {
+        self.into_iter()
+            .map(delivery)
+            .collect::<Vec<_>>()
+            .into_py_any(py)
     }
 }
 
 /// A call made for Python: a core future, or a [`Taking`].
 pub trait Call: Sized {
     /// Blocks until its outcome, the GIL released.
-    fn block(self, py: Python<'_>) -> PyResult<Py<PyAny>>;
-    /// Its awaitable, on the running event loop.
-    fn start(self, py: Python<'_>) -> PyResult<Awaiting>;
+    fn block(self, py: Python<'_>) -> R;
+    /// Starts it for an event loop.
+    fn start(self, completer: Bound<'_, Completer>) -> PyResult<Pending>;
 }
 
 impl<T, F> Call for F
@@ -92,13 +110,16 @@ where
     T: for<'py> IntoPyObject<'py> + Send + 'static,
     F: Future<Output = delayq::Result<T>> + Send + 'static,
 {
-    fn block(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    fn block(self, py: Python<'_>) -> R {
         block(py, self)?.into_py_any(py)
     }
 
-    fn start(self, py: Python<'_>) -> PyResult<Awaiting> {
+    fn start(self, completer: Bound<'_, Completer>) -> PyResult<Pending> {
         let handle = runtime().handle().clone();
-        Awaiting::new(py, Handover::start(handle, async { self.await.map(Plain) }))
+        Pending::new(
+            completer,
+            Handover::start(handle, async { self.await.map(Plain) }),
+        )
     }
 }
 
@@ -106,28 +127,52 @@ where
 pub struct Taking<T: Taken>(pub Handover<T>);
 
 impl<T: Outcome> Call for Taking<T> {
-    fn block(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    fn block(self, py: Python<'_>) -> R {
         claim_blocking(py, self.0)?.into_py(py)
     }
 
-    fn start(self, py: Python<'_>) -> PyResult<Awaiting> {
-        Awaiting::new(py, self.0)
+    fn start(self, completer: Bound<'_, Completer>) -> PyResult<Pending> {
+        Pending::new(completer, self.0)
     }
 }
+
+/// Where a call's outcome goes: None to block for it, or the running loop's completer.
+pub type Aio<'py> = Option<Bound<'py, Completer>>;
+
+/// Makes `call`: blocking until its outcome, or its [`Pending`] for the loop of `aio`.
+pub fn run(py: Python<'_>, aio: Aio<'_>, call: impl Call) -> R {
+    match aio {
+        Some(completer) => call.start(completer)?.into_py_any(py),
+        None => call.block(py),
+    }
+}
+
+/// Writes a `#[pymethods]` block in which each `fn name(args) = call;` is a method taking
+/// `aio` first (see [`run`]) and making `call` with `$q`, a clone of the handle `self.0`;
+/// the class's other methods follow.
+macro_rules! calls {
+    ($ty:ident($q:ident) { $(fn $name:ident($($arg:ident: $argty:ty),*) = $call:expr;)* } $($rest:tt)*) => {
+        #[pyo3::pymethods]
+        impl $ty {
+            $(fn $name(&self, py: Python<'_>, aio: $crate::runtime::Aio<'_> $(, $arg: $argty)*) -> $crate::runtime::R {
+                let $q = self.0.clone();
+                $crate::runtime::run(py, aio, $call)
+            })*
+            $($rest)*
+        }
+    };
+}
+pub(crate) use calls;
 
 /// Waits for `h`'s outcome with the GIL released and claims it. A signal (raised here
 /// also when it arrived while the outcome was on its way) gives the outcome back.
 pub fn claim_blocking<T: Taken>(py: Python<'_>, h: Handover<T>) -> PyResult<T> {
     let give_back = || runtime().block_on(h.give_back());
-    let ready = wait(
-        py,
-        async {
-            h.ready().await;
-            Ok::<_, delayq::Error>(())
-        },
-        give_back,
-    );
-    if let Err(e) = ready.and_then(|()| py.check_signals()) {
+    let ready = async {
+        h.ready().await;
+        Ok(())
+    };
+    if let Err(e) = wait(py, ready, give_back).and_then(|()| py.check_signals()) {
         detach(py, give_back, drop);
         return Err(e);
     }
@@ -148,7 +193,7 @@ pub fn block<T: Send>(
 /// Runs `fut` on this thread with the GIL released, taking the GIL back every [`SLICE`]
 /// to let Python handle signals: a KeyboardInterrupt drops `fut` (core's calls are
 /// cancel-safe) and is raised. A thread that may no longer take the GIL back (the
-/// interpreter is exiting, see `exit`) runs `on_exit` and waits for the process to end.
+/// interpreter is exiting) runs `on_exit` and waits for the process to end.
 fn wait<T: Send>(
     py: Python<'_>,
     fut: impl Future<Output = delayq::Result<T>> + Send,
@@ -157,12 +202,8 @@ fn wait<T: Send>(
     let mut fut = std::pin::pin!(fut);
     let mut on_exit = Some(on_exit);
     loop {
-        let step = detach(
-            py,
-            || poll_for(fut.as_mut()),
-            |_| on_exit.take().map_or((), |f| f()),
-        );
-        match step {
+        let abandon = |_| on_exit.take().map_or((), |f| f());
+        match detach(py, || poll_for(fut.as_mut()), abandon) {
             Some(outcome) => return outcome.map_err(to_py),
             None => py.check_signals()?,
         }
@@ -175,24 +216,18 @@ fn wait<T: Send>(
 /// for up to [`SPIN`] before it parks: a reply over loopback often comes within that, and
 /// waking a parked thread (a futex, on a VM an interrupt to an idle CPU) costs more.
 fn poll_for<F: Future>(mut fut: Pin<&mut F>) -> Option<F::Output> {
-    struct Unpark {
-        thread: std::thread::Thread,
-        woken: AtomicBool,
-    }
+    struct Unpark(std::thread::Thread, AtomicBool);
     impl Wake for Unpark {
         fn wake(self: Arc<Self>) {
             self.wake_by_ref();
         }
         fn wake_by_ref(self: &Arc<Self>) {
-            self.woken.store(true, Ordering::Release);
-            self.thread.unpark();
+            self.1.store(true, Ordering::Release);
+            self.0.unpark();
         }
     }
     let _context = runtime().enter();
-    let unpark = Arc::new(Unpark {
-        thread: std::thread::current(),
-        woken: AtomicBool::new(false),
-    });
+    let unpark = Arc::new(Unpark(std::thread::current(), AtomicBool::new(false)));
     let waker = Waker::from(unpark.clone());
     let until = Instant::now() + SLICE;
     loop {
@@ -200,7 +235,7 @@ fn poll_for<F: Future>(mut fut: Pin<&mut F>) -> Option<F::Output> {
             return Some(out);
         }
         let spin_until = Instant::now() + SPIN;
-        while !unpark.woken.swap(false, Ordering::Acquire) {
+        while !unpark.1.swap(false, Ordering::Acquire) {
             let now = Instant::now();
             if now < spin_until {
                 std::thread::yield_now();
@@ -237,21 +272,25 @@ fn detach<T: Send>(
     value
 }
 
-/// A handover seen from the awaitable: claimed or given up.
+/// A handover seen from Python: ready, claimed or given up.
 trait Claimable: Send + Sync {
-    /// None while core's call runs.
-    fn claim(&self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>>;
+    fn ready(&self) -> bool;
+    fn claim(&self, py: Python<'_>) -> R;
     fn give_up(&self);
 }
 
 impl<T: Outcome> Claimable for Handover<T> {
-    fn claim(&self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>> {
+    fn ready(&self) -> bool {
+        self.is_ready()
+    }
+
+    fn claim(&self, py: Python<'_>) -> R {
         match Handover::claim(self) {
-            Claim::Pending => None,
-            Claim::Ready(outcome) => Some(outcome.map_err(to_py).and_then(|v| v.into_py(py))),
-            Claim::Ended => Some(Err(PyRuntimeError::new_err(
+            Claim::Ready(outcome) => outcome.map_err(to_py)?.into_py(py),
+            Claim::Pending => Err(PyRuntimeError::new_err("the call is still running")),
+            Claim::Ended => Err(PyRuntimeError::new_err(
                 "cannot reuse an already awaited call",
-            ))),
+            )),
         }
     }
 
@@ -260,25 +299,25 @@ impl<T: Outcome> Claimable for Handover<T> {
     }
 }
 
-/// The awaitable of every `*_async` call. The awaiting task waits on `waiter`, an asyncio
-/// future of its loop done once core's call returned, then claims the outcome: the
-/// coroutine resumes with it at once. Cancelled, closed or dropped before, the call is
-/// given up (core gives back what it took).
-#[pyclass(module = "delayq", frozen)]
-pub struct Awaiting {
+/// An async call: `waiter`, a future of the loop, is done once `ready()`. Given up, or
+/// dropped unclaimed, core gives back what it took.
+#[pyclass(frozen)]
+pub struct Pending {
     call: Box<dyn Claimable>,
+    #[pyo3(get)]
     waiter: Py<PyAny>,
 }
 
-impl Awaiting {
-    fn new<T: Outcome>(py: Python<'_>, h: Handover<T>) -> PyResult<Awaiting> {
-        let event_loop = pyo3_async_runtimes::tokio::get_current_loop(py)?;
-        let waiter = event_loop
-            .call_method0(intern!(py, "create_future"))?
-            .unbind();
-        let (completer, wake) = (completer(&event_loop)?, waiter.clone_ref(py));
+impl Pending {
+    fn new<T: Outcome>(completer: Bound<'_, Completer>, h: Handover<T>) -> PyResult<Pending> {
+        let py = completer.py();
+        let waiter = completer
+            .get()
+            .event_loop
+            .call_method0(py, intern!(py, "create_future"))?;
+        let (completer, wake) = (completer.unbind(), waiter.clone_ref(py));
         h.on_ready(move || completer.get().push(wake));
-        Ok(Awaiting {
+        Ok(Pending {
             call: Box::new(h),
             waiter,
         })
@@ -286,62 +325,25 @@ impl Awaiting {
 }
 
 #[pymethods]
-impl Awaiting {
-    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
+impl Pending {
+    fn ready(&self) -> bool {
+        self.call.ready()
     }
 
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
+    fn claim(&self, py: Python<'_>) -> R {
+        self.call.claim(py)
     }
 
-    /// Yields the future to wait on until the outcome is ready, then returns the outcome
-    /// (raises `StopIteration(value)`, or core's error).
-    fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        match self.call.claim(py) {
-            Some(outcome) => Err(PyStopIteration::new_err((outcome?,))),
-            None => {
-                // What asyncio's own futures do when awaited: the task waits on it.
-                let waiter = self.waiter.bind(py);
-                waiter.setattr(intern!(py, "_asyncio_future_blocking"), true)?;
-                Ok(waiter.clone().unbind())
-            }
-        }
-    }
-
-    fn send(&self, py: Python<'_>, _value: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        self.__next__(py)
-    }
-
-    /// The awaiting task was cancelled (or something else was thrown in): gives the call
-    /// up and raises what was thrown.
-    #[pyo3(signature = (typ, val = None, _tb = None))]
-    fn throw(
-        &self,
-        typ: &Bound<'_, PyAny>,
-        val: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        self.call.give_up();
-        let exc = match val {
-            _ if typ.is_instance_of::<PyBaseException>() => typ.clone(),
-            Some(v) if v.is_instance(typ)? => v.clone(),
-            Some(v) if !v.is_none() => typ.call1((v,))?,
-            _ => typ.call0()?,
-        };
-        Err(PyErr::from_value(exc))
-    }
-
-    /// The awaiting coroutine was closed: gives the call up.
-    fn close(&self) {
+    fn give_up(&self) {
         self.call.give_up();
     }
 }
 
-/// Wakes the tasks of one event loop whose calls returned: waiters queued from any thread
-/// without the GIL, done on the loop's thread by one reader callback per batch.
+/// The waiters of one event loop's calls that returned, queued from any thread without
+/// the GIL; the loop reads `fileno()` and sets the waiters `drain()` gives.
 #[pyclass(frozen)]
-struct Completer {
+pub struct Completer {
+    event_loop: Py<PyAny>,
     /// Waiters to set done, and whether a wake-up byte is on its way.
     queue: Mutex<(Vec<Py<PyAny>>, bool)>,
     wake: UnixStream,
@@ -350,12 +352,10 @@ struct Completer {
 
 impl Completer {
     fn push(&self, waiter: Py<PyAny>) {
-        let wake = {
-            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            queue.0.push(waiter);
-            !std::mem::replace(&mut queue.1, true)
-        };
-        if wake {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        queue.0.push(waiter);
+        if !std::mem::replace(&mut queue.1, true) {
+            drop(queue);
             // Full socket buffer: a wake-up is pending anyway.
             let _ = (&self.wake).write(&[0]);
         }
@@ -364,111 +364,28 @@ impl Completer {
 
 #[pymethods]
 impl Completer {
-    /// The loop's reader callback.
-    fn __call__(&self, py: Python<'_>) {
+    #[new]
+    fn new(event_loop: Py<PyAny>) -> PyResult<Completer> {
+        let (wake, woken) = UnixStream::pair()?;
+        wake.set_nonblocking(true)?;
+        woken.set_nonblocking(true)?;
+        let queue = Mutex::new((Vec::new(), false));
+        Ok(Completer {
+            event_loop,
+            queue,
+            wake,
+            woken,
+        })
+    }
+
+    fn fileno(&self) -> i32 {
+        self.woken.as_raw_fd()
+    }
+
+    fn drain(&self) -> Vec<Py<PyAny>> {
         while matches!((&self.woken).read(&mut [0; 64]), Ok(n) if n > 0) {}
-        let waiters = {
-            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            queue.1 = false;
-            std::mem::take(&mut queue.0)
-        };
-        for waiter in waiters {
-            let waiter = waiter.bind(py);
-            // Done already: the task was cancelled.
-            let woken = waiter.call_method0(intern!(py, "done")).and_then(|done| {
-                match done.is_truthy()? {
-                    true => Ok(()),
-                    false => waiter
-                        .call_method1(intern!(py, "set_result"), (py.None(),))
-                        .map(drop),
-                }
-            });
-            if let Err(e) = woken {
-                e.write_unraisable(py, Some(waiter));
-            }
-        }
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        queue.1 = false;
+        std::mem::take(&mut queue.0)
     }
 }
-
-thread_local! {
-    /// The last loop of this thread and its completer.
-    static LAST: RefCell<Option<(Py<PyAny>, Py<Completer>)>> = const { RefCell::new(None) };
-}
-
-/// The completer of `event_loop`, made and registered with it on first use.
-fn completer(event_loop: &Bound<'_, PyAny>) -> PyResult<Py<Completer>> {
-    let py = event_loop.py();
-    let last = LAST.with_borrow(|last| match last {
-        Some((l, c)) if l.is(event_loop) => Some(c.clone_ref(py)),
-        _ => None,
-    });
-    if let Some(c) = last {
-        return Ok(c);
-    }
-    static ALL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let all = ALL.get_or_try_init(py, || {
-        let weak = py.import("weakref")?.getattr("WeakKeyDictionary")?;
-        PyResult::Ok(weak.call0()?.unbind())
-    })?;
-    let c = match all.bind(py).call_method1("get", (event_loop,))? {
-        c if !c.is_none() => c.cast_into::<Completer>()?.unbind(),
-        _ => {
-            let (wake, woken) = UnixStream::pair()?;
-            wake.set_nonblocking(true)?;
-            woken.set_nonblocking(true)?;
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&woken);
-            let c = Py::new(
-                py,
-                Completer {
-                    queue: Mutex::new((Vec::new(), false)),
-                    wake,
-                    woken,
-                },
-            )?;
-            event_loop.call_method1("add_reader", (fd, c.clone_ref(py)))?;
-            all.bind(py).set_item(event_loop, c.clone_ref(py))?;
-            c
-        }
-    };
-    let remembered = (event_loop.clone().unbind(), c.clone_ref(py));
-    LAST.with_borrow_mut(|last| *last = Some(remembered));
-    Ok(c)
-}
-
-/// Runs `f` inside the runtime (core's `Client::connect` captures the runtime it runs on).
-pub fn enter<R>(f: impl FnOnce() -> R) -> R {
-    let _guard = runtime().enter();
-    f()
-}
-
-/// Writes a `#[pymethods]` block in which each `fn name / name_async(&self, args) = call;`
-/// is a blocking method and its awaitable twin making the same [`Call`], followed by the
-/// class's other methods.
-macro_rules! twins {
-    (impl $ty:ident {
-        $(
-            $(#[doc = $doc:literal])*
-            $(#[pyo3($($opt:tt)*)])?
-            fn $name:ident / $name_async:ident(&$self:ident $(, $arg:ident: $argty:ty)* $(,)?) = $call:expr;
-        )*
-    } $($rest:tt)*) => {
-        #[pyo3::pymethods]
-        impl $ty {
-            $(
-                $(#[doc = $doc])*
-                $(#[pyo3($($opt)*)])?
-                fn $name(&$self, py: pyo3::Python<'_> $(, $arg: $argty)*) -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>> {
-                    $crate::runtime::Call::block($call, py)
-                }
-
-                #[doc = concat!("Awaitable `", stringify!($name), "`.")]
-                $(#[pyo3($($opt)*)])?
-                fn $name_async(&$self, py: pyo3::Python<'_> $(, $arg: $argty)*) -> pyo3::PyResult<$crate::runtime::Awaiting> {
-                    $crate::runtime::Call::start($call, py)
-                }
-            )*
-            $($rest)*
-        }
-    };
-}
-pub(crate) use twins;

@@ -11,11 +11,12 @@ logger ``delayq``; ``set_log_level`` changes what is forwarded.
 
 from __future__ import annotations
 
-# `delayq.asyncio` is there after a plain `import delayq` (it imports only `_delayq` from
-# this package, so there is no cycle). It is left out of `__all__`: `from delayq import *`
-# must not shadow the standard library's `asyncio` in the importing module.
+# `delayq.asyncio` is there after a plain `import delayq` (it imports only `_api` and
+# `_delayq` from this package, so there is no cycle). It is left out of `__all__`:
+# `from delayq import *` must not shadow the standard library's `asyncio` in the
+# importing module.
 from . import asyncio as asyncio
-from ._delayq import (
+from ._api import (
     Client,
     DeadLetter,
     DelayedQueue,
@@ -26,11 +27,8 @@ from ._delayq import (
     ReliableSettings,
     ReliableStats,
     TakeIter,
-    offer_script_source,
-    pack_entry,
-    set_log_level,
-    unpack_entry,
 )
+from ._delayq import offer_script_source, pack_entry, unpack_entry
 from ._errors import (
     ClosedError,
     ConnectionError,
@@ -41,6 +39,7 @@ from ._errors import (
     TimeoutError,
     WrongTypeError,
 )
+from ._logs import set_log_level
 from ._metrics import Metrics, QueueMetrics, metrics
 
 __all__ = [

@@ -1,0 +1,212 @@
+"""Each call of a handle is written once, as its blocking method: the body passes
+``self._aio`` first to the native call (None on a handle: the call blocks). ``twin`` makes
+the awaitable twin of such a method, run on an ``_OnLoop`` whose ``_aio`` is the running
+loop's ``Completer``: the native call then returns a ``Pending``, awaited by ``Awaiting``.
+The asyncio flavour's classes (``OnLoop``) share their bases with the blocking ones, and
+have the twin of each call those bases define (``call``) under the call's own name.
+
+A native call made for an event loop queues its waiter (a future of the loop) on the
+loop's ``Completer`` once core's call returned, without entering Python; the loop reads
+the completer's socket and sets every waiter queued (``_wake``). The awaiting task then
+claims the outcome. Cancelled, closed or dropped before, the call is given up (core gives
+back what it took).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, cast
+
+from . import _delayq
+
+if TYPE_CHECKING:
+    from typing_extensions import Concatenate, ParamSpec, Protocol, overload
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
+    R_co = TypeVar("R_co", covariant=True)
+    C = TypeVar("C")
+
+    class Twin(Protocol[P, R_co]):
+        """An awaitable twin as type checkers see it: read from an instance, a call with
+        the parameters of its definition; read from a class, the function."""
+
+        @overload
+        def __get__(self, obj: None, owner: Any) -> Twin[P, R_co]: ...
+        @overload
+        def __get__(self, obj: object, owner: Any) -> Callable[P, Awaitable[R_co]]: ...
+        def __call__(self, obj: Any, /, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R_co]: ...
+
+    class Call(Protocol[P, R_co]):
+        """A call (``call``) as type checkers see it: read from an instance of the asyncio
+        flavour (``OnLoop``), awaitable; from any other, blocking."""
+
+        @overload
+        def __get__(self, obj: None, owner: Any) -> Call[P, R_co]: ...
+        @overload
+        def __get__(self, obj: OnLoop, owner: Any) -> Callable[P, Awaitable[R_co]]: ...
+        @overload
+        def __get__(self, obj: object, owner: Any) -> Callable[P, R_co]: ...
+        def __call__(self, obj: Any, /, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
+
+    class Connector(Protocol[P]):
+        """``Client.connect_async`` as type checkers see it."""
+
+        def __get__(self, obj: object, owner: type[C]) -> Callable[P, Awaitable[C]]: ...
+
+
+T = TypeVar("T")
+
+_completers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _delayq.Completer] = (
+    weakref.WeakKeyDictionary()
+)
+_last: tuple[object, Any] = (None, None)
+
+
+def _wake(completer: _delayq.Completer) -> None:
+    """The loop's reader of ``completer``: sets the waiters of the calls that returned."""
+    for waiter in completer.drain():
+        if not waiter.done():  # done already: the task was cancelled
+            waiter.set_result(None)
+
+
+def loop() -> _delayq.Completer:
+    """The completer of the running loop, made and registered with it on first use."""
+    global _last
+    running = asyncio.get_running_loop()
+    last, completer = _last
+    if last is running:
+        return completer  # type: ignore[no-any-return]
+    completer = _completers.get(running)
+    if completer is None:
+        completer = _delayq.Completer(running)
+        running.add_reader(completer.fileno(), _wake, completer)
+        _completers[running] = completer
+    _last = (running, completer)
+    return completer
+
+
+def _wait(call: _delayq.Pending) -> Generator[Any, None, Any]:
+    """Waits for ``call`` on the running loop and claims its outcome."""
+    try:
+        while not call.ready():
+            yield from call.waiter
+        return call.claim()
+    except BaseException:
+        call.give_up()
+        raise
+
+
+class Awaiting(Coroutine[Any, Any, T]):
+    """An awaitable call (made by a twin), running from the call on. A coroutine, so that
+    ``asyncio.create_task`` takes it too."""
+
+    __slots__ = ("_steps",)
+
+    def __init__(self, call: _delayq.Pending) -> None:
+        self._steps = _wait(call)
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._steps
+
+    def send(self, value: Any) -> Any:
+        return self._steps.send(value)
+
+    def throw(self, *exc: Any) -> Any:
+        return self._steps.throw(*exc)
+
+    def close(self) -> None:
+        self._steps.close()
+
+
+class Way:
+    """The ``self`` a call's definition gets when it runs for a twin or a variant: the
+    native handle ``_q``, ``_aio`` (None, or the running loop's completer) and ``_full``
+    (an offer's outcome rather than its id)."""
+
+    __slots__ = ("_q", "_aio", "_full")
+
+    def __init__(self, q: Any, aio: Optional[_delayq.Completer], full: bool) -> None:
+        self._q, self._aio, self._full = q, aio, full
+
+
+def made(f: Callable[..., Any], signature: inspect.Signature, returns: str) -> None:
+    """Gives ``f``, made from a definition, the definition's signature returning
+    ``returns``; the class names it after its attribute (``_api._Handle``)."""
+    f.__signature__ = signature.replace(return_annotation=returns)  # type: ignore[attr-defined]
+    f.__made__ = True  # type: ignore[attr-defined]
+
+
+def call(definition: Callable[Concatenate[Any, P], R]) -> Call[P, R]:
+    """Marks the blocking method ``definition`` of a base shared by both flavours as a
+    call: the asyncio flavour's class (``OnLoop``) has its twin under the same name."""
+    definition.__call_of_both__ = True  # type: ignore[attr-defined]
+    return definition
+
+
+class OnLoop:
+    """The base of the asyncio flavour's classes: each call of their bases (``call``) is
+    its awaitable twin here (a coroutine function, ``deferred``), unless the class
+    defines that name itself."""
+
+    __slots__ = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__mro__:
+            for name, definition in list(vars(base).items()):
+                if getattr(definition, "__call_of_both__", False) and name not in vars(cls):
+                    awaitable: Any = deferred(definition)
+                    awaitable.__name__, awaitable.__qualname__ = name, f"{cls.__qualname__}.{name}"
+                    setattr(cls, name, awaitable)
+
+
+def _like(awaitable: Callable[..., Any], definition: Callable[..., Any]) -> None:
+    """Gives ``awaitable``, the twin of ``definition``, its docstring and signature."""
+    awaitable.__doc__ = definition.__doc__
+    signature = inspect.signature(definition)
+    made(awaitable, signature, f"Awaitable[{signature.return_annotation}]")
+
+
+def twin(definition: Callable[Concatenate[Any, P], R]) -> Twin[P, R]:
+    """The awaitable twin of the blocking method ``definition``: the same parameters and
+    docstring, the call made at once for the running loop (the definition returns its
+    ``Pending``)."""
+    run: Callable[..., Any] = definition
+
+    def awaitable(self: Any, *args: Any, **kwargs: Any) -> Awaiting[Any]:
+        return Awaiting(run(Way(self._q, loop(), self._full), *args, **kwargs))
+
+    _like(awaitable, definition)
+    return cast("Twin[P, R]", awaitable)
+
+
+def deferred(definition: Callable[Concatenate[Any, P], R]) -> Twin[P, R]:
+    """``twin`` as a coroutine function: the call is made once the coroutine runs, as
+    ``async def`` methods do (``loop.create_task(q.take())`` before the loop runs)."""
+    run: Callable[..., Any] = definition
+
+    async def awaitable(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await Awaiting(run(Way(self._q, loop(), self._full), *args, **kwargs))
+
+    _like(awaitable, definition)
+    return cast("Twin[P, R]", awaitable)
+
+
+def connector(init: Callable[Concatenate[Any, P], None]) -> Connector[P]:
+    """``connect_async`` of a client class whose ``__init__`` is ``init``."""
+
+    async def connect(cls: type[Any], *args: Any, **kwargs: Any) -> Any:
+        way = Way(None, loop(), False)
+        init(way, *args, **kwargs)
+        connected = object.__new__(cls)
+        connected._q = await Awaiting(way._q)
+        return connected
+
+    connect.__doc__ = """Connects without blocking the event loop; returns an awaitable of a
+        `Client`. The options are those of `Client(...)`."""
+    made(connect, inspect.signature(init), "Awaitable[Client]")
+    return cast("Connector[P]", classmethod(connect))
