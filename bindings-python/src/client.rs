@@ -27,30 +27,19 @@ fn scheduler(enabled: bool, reconcile_interval: Obj<'_>) -> PyResult<delayq::Sch
     })
 }
 
-/// The back-off of `Client.reliable_queue`: a schedule, or exponential (core's bounds for
-/// those left out), or None (the stored one).
+/// The back-off of `Client.reliable_queue` (see `delayq::Backoff::from_parts`).
 fn backoff(
     schedule: Option<Vec<Obj<'_>>>,
     base: Option<Obj<'_>>,
     max: Option<Obj<'_>>,
 ) -> PyResult<Option<delayq::Backoff>> {
-    let (base, max) = (convert::opt_delay(base)?, convert::opt_delay(max)?);
-    let delayq::Backoff::Exponential { base: b, max: m } = delayq::Backoff::default() else {
-        unreachable!("the default back-off is exponential")
-    };
-    Ok(match (schedule, base, max) {
-        (Some(list), None, None) => Some(delayq::Backoff::Schedule(
-            list.iter().map(convert::delay).collect::<PyResult<_>>()?,
-        )),
-        (Some(_), _, _) => Err(invalid(
-            "give backoff (a schedule) or backoff_base/backoff_max (exponential), not both",
-        ))?,
-        (None, None, None) => None,
-        (None, base, max) => Some(delayq::Backoff::Exponential {
-            base: base.unwrap_or(b),
-            max: max.unwrap_or(m),
-        }),
-    })
+    let schedule = schedule.map(|list| list.iter().map(convert::delay).collect());
+    let parts = (
+        schedule.transpose()?,
+        convert::opt_delay(base)?,
+        convert::opt_delay(max)?,
+    );
+    delayq::Backoff::from_parts(parts.0, parts.1, parts.2).map_err(crate::error::to_py)
 }
 
 calls! { Client(c) {
