@@ -1,117 +1,82 @@
-//! [`Client`]: connects and hands out queue handles.
+//! [`Client`] over `delayq::Client`; the facade's `Client.kt` and `ClientOptions.kt` document it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use delayq::{Durability, ReliableQueueOptions, SchedulerOptions, TlsOptions};
+
+use crate::bridge::{block, InRuntime};
 use crate::delayed_queue::DelayedQueue;
-use crate::error::FfiError;
-use crate::reliable_queue::{ReliableOptions, ReliableQueue};
-use crate::runtime::{block, run};
-use crate::time::DurationParts;
+use crate::reliable_queue::ReliableQueue;
+use crate::Res;
 
-/// A connection to Redis; see `delayq::Client`.
-#[derive(uniffi::Object)]
-pub struct Client {
-    inner: delayq::Client,
-}
-
-/// The durability option; see `delayq::Durability`.
-#[derive(Debug, Clone, uniffi::Record)]
-pub struct DurabilitySpec {
-    pub replicas: u32,
-    pub aof: bool,
-    pub timeout: DurationParts,
-}
-
-/// How to connect; see `delayq::ClientOptions`. `urls`: one server, a Sentinel URL, or
-/// cluster seeds (`cluster`, implied by more than one URL).
-#[derive(Debug, Clone, uniffi::Record)]
-pub struct ConnectOptions {
-    pub urls: Vec<String>,
-    pub cluster: bool,
-    pub tls_ca_file: Option<String>,
-    pub tls_cert_file: Option<String>,
-    pub tls_key_file: Option<String>,
-    pub durability: Option<DurabilitySpec>,
-}
-
-impl ConnectOptions {
-    fn into_core(self) -> delayq::Result<delayq::ClientOptions> {
-        let mut opts = delayq::ClientOptions::cluster(self.urls);
-        opts.cluster = self.cluster;
-        opts.tls = delayq::TlsOptions {
-            ca_file: self.tls_ca_file.map(Into::into),
-            client_cert_file: self.tls_cert_file.map(Into::into),
-            client_key_file: self.tls_key_file.map(Into::into),
-        };
-        if let Some(d) = self.durability {
-            let (replicas, aof, timeout) = (d.replicas, d.aof, d.timeout.timeout()?);
-            opts.durability = Some(delayq::Durability {
-                replicas,
-                aof,
-                timeout,
-            });
-        }
-        Ok(opts)
+records! {
+    #[uniffi::remote(Record)] Durability { replicas: u32, aof: bool, timeout: Duration }
+    /// What the facade sets of `delayq::ClientOptions`; the rest is core's default.
+    #[derive(uniffi::Record)]
+    ConnectOptions {
+        urls: Vec<String>, cluster: bool, durability: Option<Durability>,
+        tls_ca_file: Option<String>, tls_cert_file: Option<String>, tls_key_file: Option<String>,
     }
+    /// A queue handle's transfer task: whether it runs; its interval (none: core's default).
+    #[derive(uniffi::Record)] Scheduler { enabled: bool, reconcile_interval: Option<Duration> }
 }
 
-async fn connect_core(options: ConnectOptions) -> delayq::Result<Arc<Client>> {
-    let inner = delayq::Client::connect_with(options.into_core()?).await?;
-    Ok(Arc::new(Client { inner }))
+// Crosses as a `Scheduler`: the rest of `SchedulerOptions` is core's to set.
+uniffi::custom_type!(SchedulerOptions, Scheduler, {
+    remote,
+    lower: |s| Scheduler { enabled: s.enabled, reconcile_interval: Some(s.reconcile_interval) },
+    try_lift: |s| {
+        let d = SchedulerOptions::default();
+        let reconcile_interval = s.reconcile_interval.unwrap_or(d.reconcile_interval);
+        Ok(SchedulerOptions { enabled: s.enabled, reconcile_interval, ..d })
+    },
+});
+
+#[derive(uniffi::Object)]
+pub struct Client(delayq::Client);
+
+async fn connect_core(o: ConnectOptions) -> delayq::Result<Arc<Client>> {
+    let mut opts = delayq::ClientOptions::cluster(o.urls);
+    opts.cluster = o.cluster;
+    opts.durability = o.durability;
+    opts.tls = TlsOptions {
+        ca_file: o.tls_ca_file.map(Into::into),
+        client_cert_file: o.tls_cert_file.map(Into::into),
+        client_key_file: o.tls_key_file.map(Into::into),
+    };
+    Ok(Arc::new(Client(delayq::Client::connect_with(opts).await?)))
 }
 
-/// Connects with `options`.
 #[uniffi::export]
-pub async fn connect(options: ConnectOptions) -> Result<Arc<Client>, FfiError> {
-    run(connect_core(options)).await
+pub async fn connect(options: ConnectOptions) -> Res<Arc<Client>> {
+    InRuntime(Box::pin(connect_core(options))).await
 }
 
-/// [`connect`], blocking the calling thread.
 #[uniffi::export]
-pub fn connect_blocking(options: ConnectOptions) -> Result<Arc<Client>, FfiError> {
+pub fn connect_blocking(options: ConnectOptions) -> Res<Arc<Client>> {
     block(connect_core(options))
 }
 
 #[uniffi::export]
 impl Client {
-    /// A handle on the Redisson-compatible delayed queue `name`; its transfer task runs
-    /// only if `scheduler`, waking at least every `reconcile_interval` (none: core's default).
-    pub fn delayed_queue(
-        &self,
-        name: String,
-        scheduler: bool,
-        reconcile_interval: Option<DurationParts>,
-    ) -> Result<Arc<DelayedQueue>, FfiError> {
-        let opts = crate::time::scheduler(scheduler, reconcile_interval)?;
-        Ok(Arc::new(DelayedQueue::new(
-            self.inner.delayed_queue_with(&name, opts)?,
-        )))
+    pub fn delayed_queue(&self, name: String, s: SchedulerOptions) -> Res<Arc<DelayedQueue>> {
+        Ok(Arc::new(DelayedQueue(self.0.delayed_queue_with(&name, s)?)))
     }
 
-    /// A handle on the reliable queue `name` (at-least-once, acknowledged).
-    pub fn reliable_queue(
-        &self,
-        name: String,
-        options: ReliableOptions,
-    ) -> Result<Arc<ReliableQueue>, FfiError> {
-        let opts = options.to_core()?;
-        Ok(Arc::new(ReliableQueue::new(
-            self.inner.reliable_queue(&name, opts)?,
-        )))
+    pub fn reliable_queue(&self, name: String, o: ReliableQueueOptions) -> Res<Arc<ReliableQueue>> {
+        Ok(Arc::new(ReliableQueue(self.0.reliable_queue(&name, o)?)))
     }
 
-    /// Closes the client and every queue handle from it. Idempotent.
     pub fn close_handle(&self) {
-        self.inner.close();
+        self.0.close();
     }
 
-    /// Whether `close` was called.
     pub fn is_closed(&self) -> bool {
-        self.inner.is_closed()
+        self.0.is_closed()
     }
 }
 
-twins!(Client.inner as c {
-    /// The Redis server's clock in Unix milliseconds.
+twins!(Client.0 as c {
     fn server_time_ms / server_time_ms_blocking() -> i64 { c.server_time_ms().await }
 });

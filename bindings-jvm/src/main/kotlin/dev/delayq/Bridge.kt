@@ -3,8 +3,8 @@ package dev.delayq
 import com.sun.jna.CallbackThreadInitializer
 import com.sun.jna.Native
 import dev.delayq.ffi.Completions
-import dev.delayq.ffi.DurationParts
 import dev.delayq.ffi.FfiException
+import dev.delayq.ffi.refuseNegative
 import dev.delayq.ffi.setCompletions
 import dev.delayq.ffi.uniffiCallbackInterfaceCompletions
 import dev.delayq.ffi.uniffiRustFutureContinuationCallbackImpl
@@ -147,8 +147,17 @@ internal object Bridge : Completions {
         }
     }
 
-    /** A `java.time.Duration` as seconds and nanos; core checks sign and range. */
-    fun parts(d: Duration): DurationParts = DurationParts(d.seconds, d.nano.toUInt())
+    /** [d] as a delay for core, which checks its range; a negative one (a Rust `Duration` cannot be) fails with core's error. */
+    fun delay(d: Duration): Duration = d.also { if (it.isNegative) native { refuseNegative(floorMillis(it), false) } }
+
+    /** [d] as a timeout for core; a negative one fails with core's error. */
+    fun timeout(d: Duration): Duration = d.also { if (it.isNegative) native { refuseNegative(floorMillis(it), true) } }
+
+    /** Whole milliseconds, floored, at most -1; as core's signed-millisecond checks take them. */
+    private fun floorMillis(d: Duration): Long {
+        val ms = runCatching { Math.multiplyExact(d.seconds, 1000L) + d.nano / 1_000_000 }.getOrDefault(Long.MIN_VALUE)
+        return minOf(-1L, ms)
+    }
 
     fun utf8(s: String): ByteArray = s.toByteArray(Charsets.UTF_8)
 }

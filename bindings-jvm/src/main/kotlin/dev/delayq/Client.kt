@@ -1,5 +1,6 @@
 package dev.delayq
 
+import dev.delayq.ffi.Scheduler
 import java.util.concurrent.CompletableFuture
 import dev.delayq.ffi.Client as FfiClient
 
@@ -98,7 +99,7 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
 
     /** A handle on the delayed queue [name] with [options] (for example without this process's transfer task). */
     fun delayedQueue(name: String, options: DelayedQueueOptions): DelayedQueue =
-        native { DelayedQueue(ffi.delayedQueue(name, options.scheduler, options.reconcileInterval?.let(Bridge::parts))) }
+        native { DelayedQueue(ffi.delayedQueue(name, Scheduler(options.scheduler, options.reconcileInterval?.let(Bridge::timeout)))) }
 
     /**
      * A handle on the reliable queue [name]: at-least-once delivery with acknowledgement,

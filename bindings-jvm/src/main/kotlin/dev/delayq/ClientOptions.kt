@@ -1,10 +1,10 @@
 package dev.delayq
 
 import dev.delayq.ffi.ConnectOptions
-import dev.delayq.ffi.DurabilitySpec
 import java.nio.file.Path
 import java.nio.file.Paths
 import java.time.Duration
+import dev.delayq.ffi.Durability as FfiDurability
 
 /**
  * Certificate files (PEM) for `rediss://` URLs: a private CA to trust instead of the
@@ -62,10 +62,10 @@ data class Durability @JvmOverloads constructor(
 
     fun withTimeout(value: Duration) = copy(timeout = value)
 
-    internal fun toFfi(): DurabilitySpec {
+    internal fun toFfi(): FfiDurability {
         // A negative count must not wrap to a huge unsigned one.
         if (replicas < 0) throw InvalidArgumentException("durability replicas must not be negative, got $replicas")
-        return DurabilitySpec(replicas.toUInt(), aof, Bridge.parts(timeout))
+        return FfiDurability(replicas.toUInt(), aof, Bridge.timeout(timeout))
     }
 }
 
@@ -97,9 +97,9 @@ data class ClientOptions @JvmOverloads constructor(
         ConnectOptions(
             urls,
             cluster,
+            durability?.toFfi(),
             tls.caFile?.toString(),
             tls.certFile?.toString(),
             tls.keyFile?.toString(),
-            durability?.toFfi(),
         )
 }

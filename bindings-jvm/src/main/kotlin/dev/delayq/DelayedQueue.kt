@@ -1,8 +1,6 @@
 package dev.delayq
 
-import dev.delayq.ffi.DurationParts
 import dev.delayq.ffi.OfferEntry
-import dev.delayq.ffi.OfferThen
 import kotlinx.coroutines.future.await
 import java.time.Duration
 import java.util.concurrent.CompletableFuture
@@ -46,13 +44,17 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
 
     /** `offerAsync` calls on their way to core, many per native call. */
     private val offers =
-        Batches<OfferThen>({ batch -> ffi.offerAllThen(batch) }, { batch, e -> batch.forEach { Bridge.fail(it.token, e) } })
+        Batches<Pair<OfferEntry, Long>>(
+            { batch -> ffi.offerAllThen(batch.map { it.first }, batch.map { it.second }) },
+            { batch, e -> batch.forEach { Bridge.fail(it.second, e) } },
+        )
 
     /** The queue's name (its destination list). */
     val name: String get() = ffi.name()
 
     /** Offers [value] to be delivered after [delay]; returns its due time (Unix ms, server clock). */
-    fun offer(value: ByteArray, delay: Duration): Long = native { ffi.offerBlocking(value, delay.seconds, delay.nano.toUInt()) }
+    fun offer(value: ByteArray, delay: Duration): Long =
+        native { Bridge.delay(delay).let { ffi.offerBlocking(value, it.seconds.toULong(), it.nano.toUInt()) } }
 
     fun offer(value: String, delay: Duration): Long = offer(Bridge.utf8(value), delay)
 
@@ -82,7 +84,7 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
     fun poll(): ByteArray? = native { ffi.pollBlocking() }
 
     /** Takes the oldest due value, waiting up to [timeout]; null when it passes. */
-    fun take(timeout: Duration): ByteArray? = native { ffi.takeBlocking(Bridge.parts(timeout)) }
+    fun take(timeout: Duration): ByteArray? = native { ffi.takeBlocking(Bridge.timeout(timeout)) }
 
     /** Takes the oldest due value, waiting as long as it takes (until the handle is closed). */
     fun take(): ByteArray = native { ffi.takeBlocking(null)!! }
@@ -96,7 +98,12 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
      * it does not take the offer back.
      */
     fun offerAsync(value: ByteArray, delay: Duration): CompletableFuture<Long> =
-        Bridge.futureOf { token -> offers.add(OfferThen(value, Bridge.parts(delay), token)) }
+        try {
+            val entry = OfferEntry(value, Bridge.delay(delay))
+            Bridge.futureOf { token -> offers.add(entry to token) }
+        } catch (e: DelayqException) {
+            CompletableFuture.failedFuture(e)
+        }
 
     fun offerAsync(value: String, delay: Duration): CompletableFuture<Long> = offerAsync(Bridge.utf8(value), delay)
 
@@ -119,12 +126,12 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
     fun pollAsync(): CompletableFuture<ByteArray?> = Bridge.future { coroutines.poll() }
 
     /** [take] without blocking; cancelling the future cancels the wait and loses nothing (a value taken meanwhile goes back to the head). */
-    fun takeAsync(timeout: Duration): CompletableFuture<ByteArray?> = Bridge.handedOver { handOver(Bridge.parts(timeout)) }
+    fun takeAsync(timeout: Duration): CompletableFuture<ByteArray?> = Bridge.handedOver { handOver(Bridge.timeout(timeout)) }
 
     fun takeAsync(): CompletableFuture<ByteArray> = Bridge.handedOver { handOver(null).map { it!! } }
 
     /** Core's hand-over of a take: holds a value until claimed, gives it back to the head if nobody does. */
-    private fun handOver(timeout: DurationParts?): Handover<ByteArray?> {
+    private fun handOver(timeout: Duration?): Handover<ByteArray?> {
         val h = native { ffi.takeHandover(timeout) }
         return Handover(h::onReady, { native { h.claim() } }, h::giveUp)
     }
@@ -160,7 +167,7 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
         suspend fun poll(): ByteArray? = native { ffi.poll() }
 
         /** Cancel-safe: a value taken for a coroutine cancelled meanwhile goes back to the head. */
-        suspend fun take(timeout: Duration): ByteArray? = Bridge.await(handOver(Bridge.parts(timeout)))
+        suspend fun take(timeout: Duration): ByteArray? = Bridge.await(handOver(Bridge.timeout(timeout)))
 
         suspend fun take(): ByteArray = Bridge.await(handOver(null))!!
 
@@ -168,6 +175,6 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
     }
 }
 
-private fun entry(o: Offer) = OfferEntry(o.value, Bridge.parts(o.delay))
+private fun entry(o: Offer) = OfferEntry(o.value, Bridge.delay(o.delay))
 
 private fun stats(s: dev.delayq.ffi.DelayedStats) = DelayedStats(s.delayed.toLong(), s.ready.toLong(), s.corrupt.toLong())

@@ -2,6 +2,7 @@ package dev.delayq
 
 import com.sun.jna.CallbackThreadInitializer
 import com.sun.jna.Native
+import dev.delayq.ffi.LogLevel
 import dev.delayq.ffi.LogSink
 import dev.delayq.ffi.forwardLogs
 import dev.delayq.ffi.setLogLevel
@@ -30,24 +31,24 @@ internal object Logs : LogSink {
     fun refreshLevel() =
         setLogLevel(
             when {
-                root.isTraceEnabled -> 5u
-                root.isDebugEnabled -> 4u
-                root.isInfoEnabled -> 3u
-                root.isWarnEnabled -> 2u
-                root.isErrorEnabled -> 1u
-                else -> 0u
+                root.isTraceEnabled -> LogLevel.TRACE
+                root.isDebugEnabled -> LogLevel.DEBUG
+                root.isInfoEnabled -> LogLevel.INFO
+                root.isWarnEnabled -> LogLevel.WARN
+                root.isErrorEnabled -> LogLevel.ERROR
+                else -> null
             },
         )
 
-    override fun log(level: UByte, target: String, message: String) {
+    override fun log(level: LogLevel, target: String, message: String) {
         val name = target.replace("::", ".").let { if (it == "delayq" || it.startsWith("delayq.")) it else "delayq.$it" }
         val logger = loggers.computeIfAbsent(name, LoggerFactory::getLogger)
-        when (level.toInt()) {
-            1 -> logger.error(message)
-            2 -> logger.warn(message)
-            3 -> logger.info(message)
-            4 -> logger.debug(message)
-            else -> logger.trace(message)
+        when (level) {
+            LogLevel.ERROR -> logger.error(message)
+            LogLevel.WARN -> logger.warn(message)
+            LogLevel.INFO -> logger.info(message)
+            LogLevel.DEBUG -> logger.debug(message)
+            LogLevel.TRACE -> logger.trace(message)
         }
     }
 }

@@ -1,7 +1,7 @@
 package dev.delayq
 
-import dev.delayq.ffi.HistogramRecord
 import dev.delayq.ffi.metricsSnapshot
+import dev.delayq.ffi.Histogram as FfiHistogram
 
 /**
  * A histogram of observations in seconds: [buckets] with cumulative counts at or below each
@@ -48,14 +48,15 @@ data class Metrics(val queues: List<QueueMetrics>, val connectionErrors: Long, v
             val queues =
                 s.queues.map {
                     QueueMetrics(
-                        it.kind, it.name, it.offered, it.delivered, it.acked, it.nacked, it.dead,
-                        it.transferErrors, histogram(it.lateness), histogram(it.transferDuration),
+                        it.kind.name.lowercase(), it.name, it.offered.toLong(), it.delivered.toLong(), it.acked.toLong(),
+                        it.nacked.toLong(), it.dead.toLong(), it.transferErrors.toLong(), histogram(it.lateness),
+                        histogram(it.transferDuration),
                     )
                 }
-            return Metrics(queues, s.connectionErrors, s.timeouts)
+            return Metrics(queues, s.connectionErrors.toLong(), s.timeouts.toLong())
         }
 
-        private fun histogram(h: HistogramRecord) =
-            Histogram(h.bounds.zip(h.counts) { le, n -> Histogram.Bucket(le, n) }, h.count, h.sumSeconds)
+        private fun histogram(h: FfiHistogram) =
+            Histogram(h.bounds.zip(h.counts) { le, n -> Histogram.Bucket(le, n.toLong()) }, h.count.toLong(), h.sumSeconds)
     }
 }

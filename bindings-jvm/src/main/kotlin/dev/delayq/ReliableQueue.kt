@@ -1,9 +1,7 @@
 package dev.delayq
 
-import dev.delayq.ffi.BackoffSpec
-import dev.delayq.ffi.DurationParts
 import dev.delayq.ffi.ReliableOfferEntry
-import dev.delayq.ffi.ReliableOptions
+import dev.delayq.ffi.Scheduler
 import dev.delayq.ffi.defaultBackoff
 import kotlinx.coroutines.runBlocking
 import java.time.Duration
@@ -12,6 +10,7 @@ import dev.delayq.ffi.Backoff as FfiBackoff
 import dev.delayq.ffi.Delivery as FfiDelivery
 import dev.delayq.ffi.DeliveryHandler as FfiDeliveryHandler
 import dev.delayq.ffi.ReliableQueue as FfiReliableQueue
+import dev.delayq.ffi.ReliableQueueOptions as FfiReliableQueueOptions
 
 /**
  * How long a failed message waits before its next attempt, when [Delivery.nack] is called
@@ -36,10 +35,10 @@ sealed class Backoff {
         override fun hashCode() = delays.hashCode()
     }
 
-    internal fun toFfi(): BackoffSpec =
+    internal fun toFfi(): FfiBackoff =
         when (this) {
-            is Exponential -> BackoffSpec.Exponential(Bridge.parts(base), Bridge.parts(max))
-            is Schedule -> BackoffSpec.Schedule(delays.map(Bridge::parts))
+            is Exponential -> FfiBackoff.Exponential(Bridge.delay(base), Bridge.delay(max))
+            is Schedule -> FfiBackoff.Schedule(delays.map(Bridge::delay))
         }
 
     companion object {
@@ -124,20 +123,19 @@ data class ReliableQueueOptions @JvmOverloads constructor(
 
     fun withReconcileInterval(value: Duration?) = copy(reconcileInterval = value)
 
-    internal fun toFfi(): ReliableOptions {
+    internal fun toFfi(): FfiReliableQueueOptions {
         // Core checks the ranges; a negative count must not wrap to a huge unsigned one first.
         if (maxAttempts != null && maxAttempts < 0) throw InvalidArgumentException("max_attempts must be between 1 and 255, got $maxAttempts")
         if (shards != null && shards < 0) throw InvalidArgumentException("shards must be a power of two from 1 to 1024, got $shards")
-        return ReliableOptions(
-            visibilityTimeout?.let(Bridge::parts),
+        return FfiReliableQueueOptions(
+            visibilityTimeout?.let(Bridge::delay),
             maxAttempts?.toUInt(),
             backoff?.toFfi(),
             shards?.toUInt(),
-            deadLetterRetention?.let(Bridge::parts),
-            idempotencyRetention?.let(Bridge::parts),
+            deadLetterRetention?.let(Bridge::delay),
+            idempotencyRetention?.let(Bridge::delay),
             updateSettings,
-            scheduler,
-            reconcileInterval?.let(Bridge::parts),
+            Scheduler(scheduler, reconcileInterval?.let(Bridge::timeout)),
         )
     }
 }
@@ -202,20 +200,23 @@ class Delivery internal constructor(internal val ffi: FfiDelivery) {
     /** The suspending calls of this delivery. */
     val coroutines: Coroutines = Coroutines()
 
+    /** What the delivery carries, read in one native call when first needed. */
+    private val message by lazy { ffi.message() }
+
     /** The message id (generated, or the one given to `offer`). */
-    val id: String by lazy { ffi.id() }
+    val id: String get() = message.id
 
     /** The payload. */
-    val payload: ByteArray by lazy { ffi.payload() }
+    val payload: ByteArray get() = message.payload
 
     /** Which delivery of the message this is: 1 for the first. */
-    val attempt: Int by lazy { ffi.attempt().toInt() }
+    val attempt: Int get() = message.attempt.toInt()
 
     /** When the message came due (server Unix ms). */
-    val dueAt: Long by lazy { ffi.dueAt() }
+    val dueAt: Long get() = message.dueAt
 
     /** The shard the message lives in (0 for a queue of one shard). */
-    val shard: Int by lazy { ffi.shard().toInt() }
+    val shard: Int get() = message.shard.toInt()
 
     /** When this delivery's lease ends (server Unix ms): past it, the message may go to another consumer. Moved by [extend]. */
     val deadline: Long get() = ffi.deadline()
@@ -228,7 +229,7 @@ class Delivery internal constructor(internal val ffi: FfiDelivery) {
      * shortens it). False when the lease was already lost (the message went back to the queue,
      * or this delivery was acked or nacked).
      */
-    fun extend(duration: Duration): Boolean = native { ffi.extendBlocking(Bridge.parts(duration)) }
+    fun extend(duration: Duration): Boolean = native { ffi.extendBlocking(Bridge.delay(duration)) }
 
     fun extendAsync(duration: Duration): CompletableFuture<Boolean> = Bridge.future { coroutines.extend(duration) }
 
@@ -239,7 +240,7 @@ class Delivery internal constructor(internal val ffi: FfiDelivery) {
     fun nack(): Boolean = native { ffi.nackBlocking(null) }
 
     /** Gives the message back for a retry after [delay], or to the dead letters after its last attempt. */
-    fun nack(delay: Duration): Boolean = native { ffi.nackBlocking(Bridge.parts(delay)) }
+    fun nack(delay: Duration): Boolean = native { ffi.nackBlocking(Bridge.delay(delay)) }
 
     fun ackAsync(): CompletableFuture<Boolean> = Bridge.future { coroutines.ack() }
 
@@ -251,13 +252,13 @@ class Delivery internal constructor(internal val ffi: FfiDelivery) {
 
     /** The suspending calls of a [Delivery]. */
     inner class Coroutines internal constructor() {
-        suspend fun extend(duration: Duration): Boolean = native { ffi.extend(Bridge.parts(duration)) }
+        suspend fun extend(duration: Duration): Boolean = native { ffi.extend(Bridge.delay(duration)) }
 
         suspend fun ack(): Boolean = native { ffi.ack() }
 
         suspend fun nack(): Boolean = native { ffi.nack(null) }
 
-        suspend fun nack(delay: Duration): Boolean = native { ffi.nack(Bridge.parts(delay)) }
+        suspend fun nack(delay: Duration): Boolean = native { ffi.nack(Bridge.delay(delay)) }
     }
 }
 
@@ -295,7 +296,7 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     /** Like [offer]; tells whether this call created the message or found one with that [id] (de-duplicated). */
     @JvmOverloads
     fun offerWithOutcome(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): OfferOutcome =
-        native { outcome(ffi.offerBlocking(payload, Bridge.parts(delay), id, shardKey)) }
+        native { outcome(ffi.offerAllBlocking(listOf(ReliableOfferEntry(payload, Bridge.delay(delay), id, shardKey))).single()) }
 
     @JvmOverloads
     fun offerWithOutcome(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): OfferOutcome =
@@ -312,16 +313,16 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     fun cancel(id: String): Boolean = native { ffi.cancelBlocking(id) }
 
     /** Moves a message that has not come due yet to [delay] from now; returns whether there was one. */
-    fun reschedule(id: String, delay: Duration): Boolean = native { ffi.rescheduleBlocking(id, Bridge.parts(delay)) }
+    fun reschedule(id: String, delay: Duration): Boolean = native { ffi.rescheduleBlocking(id, Bridge.delay(delay)) }
 
     /** The next ready message, waiting up to [timeout] on the server; null when it passes. */
-    fun receive(timeout: Duration): Delivery? = native { ffi.receiveBlocking(Bridge.parts(timeout))?.let(::Delivery) }
+    fun receive(timeout: Duration): Delivery? = native { ffi.receiveBlocking(Bridge.timeout(timeout))?.let(::Delivery) }
 
     /** The next ready message, waiting as long as it takes (until the handle is closed). */
     fun receive(): Delivery = native { Delivery(ffi.receiveBlocking(null)!!) }
 
     /** Up to [n] (1 to 1000) ready messages in one round trip, waiting up to [timeout] for the first; empty when it passes. */
-    fun receiveMany(n: Int, timeout: Duration): List<Delivery> = native { ffi.receiveManyBlocking(count(n), Bridge.parts(timeout)).map(::Delivery) }
+    fun receiveMany(n: Int, timeout: Duration): List<Delivery> = native { ffi.receiveManyBlocking(count(n), Bridge.timeout(timeout)).map(::Delivery) }
 
     /** Up to [n] ready messages in one round trip, waiting as long as it takes for the first. */
     fun receiveMany(n: Int): List<Delivery> = native { ffi.receiveManyBlocking(count(n), null).map(::Delivery) }
@@ -400,23 +401,23 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     fun rescheduleAsync(id: String, delay: Duration): CompletableFuture<Boolean> = Bridge.future { coroutines.reschedule(id, delay) }
 
     /** [receive] without blocking; cancelling the future cancels the wait and loses nothing (a message received meanwhile goes back untouched). */
-    fun receiveAsync(timeout: Duration): CompletableFuture<Delivery?> = Bridge.handedOver { receiving(Bridge.parts(timeout)) }
+    fun receiveAsync(timeout: Duration): CompletableFuture<Delivery?> = Bridge.handedOver { receiving(Bridge.timeout(timeout)) }
 
     fun receiveAsync(): CompletableFuture<Delivery> = Bridge.handedOver { receiving(null).map { it!! } }
 
     /** [receiveMany] without blocking; cancelling the future loses nothing (what was received meanwhile goes back untouched). */
     fun receiveManyAsync(n: Int, timeout: Duration): CompletableFuture<List<Delivery>> =
-        Bridge.handedOver { receivingMany(n, Bridge.parts(timeout)) }
+        Bridge.handedOver { receivingMany(n, Bridge.timeout(timeout)) }
 
     fun receiveManyAsync(n: Int): CompletableFuture<List<Delivery>> = Bridge.handedOver { receivingMany(n, null) }
 
     /** Core's hand-over of a receive: holds a delivery until claimed, gives it back untouched if nobody does. */
-    private fun receiving(timeout: DurationParts?): Handover<Delivery?> {
+    private fun receiving(timeout: Duration?): Handover<Delivery?> {
         val h = native { ffi.receiveHandover(timeout) }
         return Handover(h::onReady, { native { h.claim() }?.let(::Delivery) }, h::giveUp)
     }
 
-    private fun receivingMany(n: Int, timeout: DurationParts?): Handover<List<Delivery>> {
+    private fun receivingMany(n: Int, timeout: Duration?): Handover<List<Delivery>> {
         val h = native { ffi.receiveManyHandover(count(n), timeout) }
         return Handover(h::onReady, { native { h.claim() }.map(::Delivery) }, h::giveUp)
     }
@@ -451,7 +452,7 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
      * running at the deadline are abandoned and their messages given back. Idempotent. Not from
      * a handler of this queue's [consume]: it would wait for that handler until the deadline.
      */
-    fun closeGracefully(deadline: Duration) = native { ffi.closeGracefullyBlocking(Bridge.parts(deadline)) }
+    fun closeGracefully(deadline: Duration) = native { ffi.closeGracefullyBlocking(Bridge.timeout(deadline)) }
 
     /** [closeGracefully] without blocking; cancelling the future closes the handle at once. */
     fun closeGracefullyAsync(deadline: Duration): CompletableFuture<Unit> = Bridge.future { coroutines.closeGracefully(deadline) }
@@ -465,7 +466,7 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
             offer(Bridge.utf8(payload), delay, id, shardKey)
 
         suspend fun offerWithOutcome(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): OfferOutcome =
-            native { outcome(ffi.offer(payload, Bridge.parts(delay), id, shardKey)) }
+            native { outcome(ffi.offerAll(listOf(ReliableOfferEntry(payload, Bridge.delay(delay), id, shardKey))).single()) }
 
         suspend fun offerWithOutcome(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): OfferOutcome =
             offerWithOutcome(Bridge.utf8(payload), delay, id, shardKey)
@@ -477,15 +478,15 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
         suspend fun cancel(id: String): Boolean = native { ffi.cancel(id) }
 
-        suspend fun reschedule(id: String, delay: Duration): Boolean = native { ffi.reschedule(id, Bridge.parts(delay)) }
+        suspend fun reschedule(id: String, delay: Duration): Boolean = native { ffi.reschedule(id, Bridge.delay(delay)) }
 
         /** Cancel-safe: a delivery received for a coroutine cancelled meanwhile goes back untouched. */
-        suspend fun receive(timeout: Duration): Delivery? = Bridge.await(receiving(Bridge.parts(timeout)))
+        suspend fun receive(timeout: Duration): Delivery? = Bridge.await(receiving(Bridge.timeout(timeout)))
 
         suspend fun receive(): Delivery = Bridge.await(receiving(null))!!
 
         /** Cancel-safe: deliveries received for a coroutine cancelled meanwhile go back untouched. */
-        suspend fun receiveMany(n: Int, timeout: Duration): List<Delivery> = Bridge.await(receivingMany(n, Bridge.parts(timeout)))
+        suspend fun receiveMany(n: Int, timeout: Duration): List<Delivery> = Bridge.await(receivingMany(n, Bridge.timeout(timeout)))
 
         suspend fun receiveMany(n: Int): List<Delivery> = Bridge.await(receivingMany(n, null))
 
@@ -494,7 +495,7 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
         suspend fun settings(): ReliableSettings = native { settings(ffi.settings()) }
 
         /** [ReliableQueue.closeGracefully]; cancelling the coroutine closes the handle at once. */
-        suspend fun closeGracefully(deadline: Duration): Unit = native { ffi.closeGracefully(Bridge.parts(deadline)) }
+        suspend fun closeGracefully(deadline: Duration): Unit = native { ffi.closeGracefully(Bridge.timeout(deadline)) }
 
         suspend fun stats(): ReliableStats = native { stats(ffi.stats()) }
 
@@ -521,7 +522,7 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     }
 }
 
-private fun entry(o: ReliableOffer) = ReliableOfferEntry(o.payload, Bridge.parts(o.delay), o.id, o.shardKey)
+private fun entry(o: ReliableOffer) = ReliableOfferEntry(o.payload, Bridge.delay(o.delay), o.id, o.shardKey)
 
 private fun outcome(o: dev.delayq.ffi.OfferOutcome) = OfferOutcome(o.id, o.created, o.dueAt)
 
