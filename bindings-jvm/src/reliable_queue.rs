@@ -98,8 +98,7 @@ twins!(ReliableQueue.0 as q {
     fn settings / settings_blocking() -> ReliableSettings { q.settings().await }
     fn close_gracefully / close_gracefully_blocking(deadline: Duration) -> () {
         // Given up (a cancelled coroutine or future), even before it ran, it closes at once.
-        let guard = CloseOnDrop(q);
-        guard.0.close_gracefully(deadline).await
+        q.close_gracefully(deadline).await
     }
     fn stats / stats_blocking() -> ReliableStats { q.stats().await }
     fn dead_letters / dead_letters_blocking(limit: Option<u32>) -> Vec<DeadLetter> {
@@ -118,15 +117,6 @@ twins!(ReliableQueue.0 as q {
         q.consume(handle, concurrency as usize).await
     }
 });
-
-/// Closes the handle when dropped: a graceful close given up.
-struct CloseOnDrop(delayq::ReliableQueue);
-
-impl Drop for CloseOnDrop {
-    fn drop(&mut self) {
-        self.0.close();
-    }
-}
 
 #[derive(uniffi::Object)]
 pub struct Delivery(delayq::Delivery);

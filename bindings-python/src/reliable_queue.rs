@@ -89,15 +89,6 @@ fn settings(s: delayq::ReliableSettings) -> Made<Settings> {
     Made("ReliableSettings", fields)
 }
 
-/// Closes the handle if a graceful close was given up (Ctrl-C, a cancelled task).
-struct CloseOnDrop(delayq::ReliableQueue);
-
-impl Drop for CloseOnDrop {
-    fn drop(&mut self) {
-        self.0.close();
-    }
-}
-
 /// The handles of `deliveries` (each a `delayq.Delivery`'s).
 fn handles(deliveries: Obj<'_>) -> PyResult<Vec<delayq::Delivery>> {
     let mut list = Vec::new();
@@ -147,14 +138,15 @@ calls! { ReliableQueue(q) {
     };
     fn requeue_dead(ids: Option<Vec<String>>) = async move { q.requeue_dead(ids.as_deref()).await };
     fn purge_dead() = async move { q.purge_dead().await };
-    // At once without a deadline, else gracefully. The guard is the future's from the
-    // start: dropped before its first poll, it closes the handle too.
+    // At once without a deadline, else gracefully (given up, it closes at once).
     fn close(deadline: Option<Obj<'_>>) = {
-        let (deadline, guard) = (timeout(deadline)?, CloseOnDrop(q.clone()));
+        let closing = timeout(deadline)?.map(|deadline| q.close_gracefully(deadline));
+        if closing.is_none() {
+            q.close();
+        }
         async move {
-            let _guard = guard;
-            match deadline {
-                Some(deadline) => q.close_gracefully(deadline).await,
+            match closing {
+                Some(closing) => closing.await,
                 None => Ok(()),
             }
         }

@@ -211,28 +211,45 @@ impl ReliableQueue {
     /// get up to `deadline` to finish and are acked or nacked, deliveries received but not
     /// started are given back (not counted as attempts), then the handle closes. Nothing
     /// a handler finished is processed again because of the shutdown. Handlers still
-    /// running at the deadline are abandoned and their messages given back.
-    pub async fn close_gracefully(&self, deadline: Duration) -> Result<()> {
-        if self.inner.handle.is_closed() {
-            return Ok(());
-        }
-        let until = Instant::now() + deadline;
-        *self.inner.graceful_deadline.lock().expect("deadline lock") = Some(until);
-        self.inner.stopping.cancel();
-        // Each consume call returns once it settled its handlers (or gave them up at the
-        // deadline); give them a moment past it to give back what they held.
-        let limit = until + Duration::from_secs(2);
-        while self.inner.consumers.load(Ordering::SeqCst) > 0 {
-            let idle = self.inner.consumers_idle.notified();
-            if self.inner.consumers.load(Ordering::SeqCst) == 0 {
-                break;
+    /// running at the deadline are abandoned and their messages given back. The future
+    /// owns the handle from the start: dropped before it finishes (a cancelled task, a
+    /// binding's Ctrl-C), even before its first poll, it closes the handle at once.
+    pub fn close_gracefully(
+        &self,
+        deadline: Duration,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        let guard = CloseOnDrop(self.clone());
+        async move {
+            let queue = &guard.0;
+            if queue.inner.handle.is_closed() {
+                return Ok(());
             }
-            if tokio::time::timeout_at(limit, idle).await.is_err() {
-                break;
+            let until = Instant::now() + deadline;
+            *queue.inner.graceful_deadline.lock().expect("deadline lock") = Some(until);
+            queue.inner.stopping.cancel();
+            // Each consume call returns once it settled its handlers (or gave them up at
+            // the deadline); give them a moment past it to give back what they held.
+            let limit = until + Duration::from_secs(2);
+            while queue.inner.consumers.load(Ordering::SeqCst) > 0 {
+                let idle = queue.inner.consumers_idle.notified();
+                if queue.inner.consumers.load(Ordering::SeqCst) == 0 {
+                    break;
+                }
+                if tokio::time::timeout_at(limit, idle).await.is_err() {
+                    break;
+                }
             }
+            Ok(()) // the guard closes the handle
         }
-        self.close();
-        Ok(())
+    }
+}
+
+/// Closes a handle when dropped: a graceful close that ended, or was given up.
+struct CloseOnDrop(ReliableQueue);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 
