@@ -38,16 +38,30 @@ impl Pump {
     /// Queues `job`, waking the JavaScript thread unless jobs are queued already.
     pub fn post(&self, job: Job) {
         let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        let tsfn = self.tsfn.load(Relaxed);
+        if tsfn.is_null() {
+            // The environment is gone (`torn_down`): nothing would run the job, and
+            // dropping it could call into the environment.
+            std::mem::forget(job);
+            return;
+        }
         jobs.push(job);
         if jobs.len() == 1 {
-            // Fails only while the environment closes, when nothing would run the jobs.
-            let (tsfn, mode) = (
-                self.tsfn.load(Relaxed),
-                sys::ThreadsafeFunctionCallMode::nonblocking,
-            );
+            let mode = sys::ThreadsafeFunctionCallMode::nonblocking;
             unsafe { sys::napi_call_threadsafe_function(tsfn, null_mut(), mode) };
         }
     }
+}
+
+/// The environment's cleanup hook, run before Node frees the pump's threadsafe function
+/// (hooks run last-added first): posting does nothing from now on. A runtime thread that
+/// called the freed function (a log record as the process exits) aborted the process.
+/// Under the jobs lock, so that a post in progress finishes first.
+unsafe extern "C" fn torn_down(pump: *mut c_void) {
+    let pump = unsafe { &*pump.cast::<Pump>() };
+    let mut jobs = pump.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+    pump.tsfn.store(null_mut(), Relaxed);
+    std::mem::forget(std::mem::take(&mut *jobs));
 }
 
 /// The JavaScript thread's pump, promises pending and handovers waiting.
@@ -82,6 +96,7 @@ pub fn pump(env: &Env) -> Result<Arc<Pump>> {
     })?;
     check(unsafe { sys::napi_unref_threadsafe_function(e, tsfn) })?;
     pump.tsfn.store(tsfn, Relaxed);
+    check(unsafe { sys::napi_add_env_cleanup_hook(e, Some(torn_down), context) })?;
     LOCAL.with_borrow_mut(|l| l.pump = Some(pump.clone()));
     Ok(pump)
 }
