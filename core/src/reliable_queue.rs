@@ -142,6 +142,10 @@ fn a_back_off_is_named_by_its_schedule_or_its_exponential_parts() {
     );
     let both = Backoff::from_parts(Some(vec![s(5)]), Some(s(2)), None).unwrap_err();
     assert_eq!(both.kind(), ErrorKind::InvalidArgument);
+    for b in [Backoff::Schedule(vec![s(5), s(9)]), Backoff::default()] {
+        let (schedule, base, max) = b.parts();
+        assert_eq!(Backoff::from_parts(schedule, base, max).unwrap(), Some(b));
+    }
 }
 
 /// The longest id a caller may give.
@@ -207,6 +211,15 @@ impl Backoff {
                 base: base.unwrap_or(BACKOFF_BASE),
                 max: max.unwrap_or(BACKOFF_MAX),
             })),
+        }
+    }
+
+    /// The parts of this back-off, as [`Backoff::from_parts`] takes them: a schedule's
+    /// delays, or an exponential back-off's base and max.
+    pub fn parts(&self) -> (Option<Vec<Duration>>, Option<Duration>, Option<Duration>) {
+        match self {
+            Backoff::Schedule(delays) => (Some(delays.clone()), None, None),
+            Backoff::Exponential { base, max } => (None, Some(*base), Some(*max)),
         }
     }
 
