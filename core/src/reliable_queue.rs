@@ -1227,7 +1227,7 @@ impl ReliableQueue {
                 "receive_many takes 1 to {MAX_RECEIVE} messages, got {n}"
             )));
         }
-        let visibility = self.ensure_settings().await?.visibility_timeout;
+        self.ensure_settings().await?;
         let queue = self.clone();
         let sharded = self.shard_count() > 1;
         let bell = sharded.then(|| self.bell());
@@ -1245,22 +1245,8 @@ impl ReliableQueue {
                             let reply = sweep_shards(&mut conn, &queue, n, wait, bell).await;
                             return (conn, reply);
                         }
-                        // A busy queue answers in one round trip: read and lease in one script.
-                        let ready = read_leased(&mut conn, &queue, 0, n).await;
-                        if !matches!(ready, Ok(None)) {
-                            return (conn, ready);
-                        }
                         let block_ms = wait.as_millis().clamp(1, u64::MAX as u128) as u64;
-                        let mut reply = read_group(&mut conn, &queue, 0, n, Some(block_ms)).await;
-                        if matches!(&reply, Err(e) if e.to_string().contains("NOGROUP")) {
-                            reply = match create_group(&mut conn, &queue.inner.keys.ready).await {
-                                Ok(()) => read_group(&mut conn, &queue, 0, n, Some(block_ms)).await,
-                                Err(e) => Err(e),
-                            };
-                        }
-                        if let Ok(Some(deliveries)) = &reply {
-                            start_leases(&mut conn, &queue, 0, deliveries, visibility).await;
-                        }
+                        let reply = read_ready(&mut conn, &queue, 0, n, Some(block_ms)).await;
                         (conn, reply)
                     }
                 },
@@ -1275,12 +1261,6 @@ impl ReliableQueue {
             .await?;
         let got = got.unwrap_or_default();
         metrics::record(Reliable, self.name(), Event::Delivered(got.len() as u64));
-        let vis_ms = visibility.as_millis() as i64;
-        metrics::record_lateness(
-            Reliable,
-            self.name(),
-            got.iter().map(|d| d.deadline() - vis_ms - d.due_at),
-        );
         Ok(got)
     }
 
@@ -1573,8 +1553,17 @@ async fn create_group(conn: &mut (impl ConnectionLike + Send), stream: &str) -> 
     }
 }
 
-/// One XREADGROUP on the stream of shard `shard`: blocking for `block_ms`, or not at all.
-async fn read_group(
+/// Reads up to `count` entries of shard `shard` that no consumer has had yet, blocking
+/// for `block_ms` (or not at all), and creates the group when it is missing. `None` when
+/// none came.
+///
+/// A lease starts on the server as XREADGROUP delivers an entry: the pending list's
+/// delivery time is its start, and the reaper (reliable_transfer.lua) takes back a
+/// delivery idle for the stored visibility timeout unless [`Delivery::extend`] recorded
+/// another end. So receiving writes nothing but the read itself. The server's `TIME` and
+/// the stored visibility timeout (the settings of the shard's scripts; the default without
+/// any), read in the same round trip right after the read, give the deadlines.
+async fn read_ready(
     conn: &mut (impl ConnectionLike + Send),
     queue: &ReliableQueue,
     shard: u32,
@@ -1591,13 +1580,35 @@ async fn read_group(
     if let Some(ms) = block_ms {
         cmd.arg("BLOCK").arg(ms);
     }
-    let reply: Value = cmd
-        .arg("STREAMS")
-        .arg(&keys.ready)
-        .arg(">")
-        .query_async(conn)
-        .await?;
+    cmd.arg("STREAMS").arg(&keys.ready).arg(">");
+    let mut pipe = redis::pipe();
+    pipe.add_command(cmd).cmd("TIME").cmd("HGET");
+    pipe.arg(format!("{}settings", keys.prefix))
+        .arg(settings::VISIBILITY);
+    type Reply = (Value, (i64, i64), Option<i64>);
+    let mut created = false;
+    let (reply, (secs, micros), stored): Reply = loop {
+        match pipe.query_async(conn).await {
+            Err(e) if !created && e.to_string().contains("NOGROUP") => {
+                create_group(conn, &keys.ready).await?;
+                created = true;
+            }
+            read => break read?,
+        }
+    };
     let deliveries = parse_read(reply, queue, shard)?;
+    // Delivered within the millisecond before TIME answered (the same event-loop turn).
+    let now = secs * 1000 + micros / 1000;
+    let visibility =
+        stored.unwrap_or(ReliableSettings::default().visibility_timeout.as_millis() as i64);
+    for d in &deliveries {
+        d.deadline.store(now + visibility, Ordering::Relaxed);
+    }
+    metrics::record_lateness(
+        Reliable,
+        queue.name(),
+        deliveries.iter().map(|d| now - d.due_at),
+    );
     Ok((!deliveries.is_empty()).then_some(deliveries))
 }
 
@@ -1646,7 +1657,7 @@ async fn sweep_shards(
                 continue;
             }
             let want = n - got.len();
-            let read = read_leased(conn, queue, shard, want);
+            let read = read_ready(conn, queue, shard, want, None);
             let reply = tokio::time::timeout(limit, read).await.unwrap_or_else(|_| {
                 Err(Error::Connection(format!(
                     "no reply from shard {shard} within {limit:?}"
@@ -1685,69 +1696,6 @@ async fn sweep_shards(
             _ = tokio::time::sleep((until - now).min(SWEEP_INTERVAL)) => {}
         }
     }
-}
-
-/// Starts the leases of deliveries just received (server clock) and sets their deadlines.
-/// If that call fails the deliveries stand (a delivery with no recorded lease is taken
-/// back by its idle time); their deadlines are then the client's estimate.
-async fn start_leases(
-    conn: &mut (impl ConnectionLike + Send),
-    queue: &ReliableQueue,
-    shard: u32,
-    deliveries: &[Delivery],
-    visibility: Duration,
-) {
-    let keys = queue.shard_keys(shard);
-    let mut call = invocation_on(&keys, &scripts::RELIABLE_LEASE);
-    call.arg("start");
-    for d in deliveries {
-        call.arg(&d.receipt);
-    }
-    match call.invoke_async::<Vec<i64>>(conn).await {
-        Ok(ends) => {
-            for (d, at) in deliveries.iter().zip(ends) {
-                d.deadline.store(at, Ordering::Relaxed);
-            }
-        }
-        Err(e) => {
-            tracing::warn!(queue = %queue.name(), error = %e, "could not record delivery leases; they end by idle time");
-            let estimate = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                + visibility;
-            for d in deliveries {
-                d.deadline
-                    .store(estimate.as_millis() as i64, Ordering::Relaxed);
-            }
-        }
-    }
-}
-
-/// Reads up to `count` entries of shard `shard` that no consumer has had yet, without
-/// blocking, and starts their leases: one script call (reliable_receive.lua) where
-/// [`read_group`] and [`start_leases`] take two round trips. `None` when none was ready.
-async fn read_leased(
-    conn: &mut (impl ConnectionLike + Send),
-    queue: &ReliableQueue,
-    shard: u32,
-    count: usize,
-) -> Result<Option<Vec<Delivery>>> {
-    let keys = queue.shard_keys(shard);
-    let mut call = invocation_on(&keys, &scripts::RELIABLE_RECEIVE);
-    call.arg(queue.inner.handle.client.consumer_name())
-        .arg(count);
-    let reply: Vec<Value> = call.invoke_async(conn).await?;
-    let mut reply = reply.into_iter();
-    let (Some(ends), Some(Value::Array(entries))) = (reply.next(), reply.next()) else {
-        return Ok(None);
-    };
-    let ends: i64 = redis::from_redis_value(ends)
-        .map_err(|e| Error::Server(format!("bad lease end from the receive script: {e}")))?;
-    let deliveries = parse_entries(entries, queue, shard)?;
-    for d in &deliveries {
-        d.deadline.store(ends, Ordering::Relaxed);
-    }
-    Ok((!deliveries.is_empty()).then_some(deliveries))
 }
 
 /// Parses an XREADGROUP reply (RESP2 array or RESP3 map) into deliveries.

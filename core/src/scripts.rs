@@ -49,7 +49,6 @@ reliable_script!(RELIABLE_STATS, "reliable_stats.lua");
 reliable_script!(RELIABLE_DEAD, "reliable_dead.lua");
 reliable_script!(RELIABLE_SETTINGS, "reliable_settings.lua");
 reliable_script!(RELIABLE_LEASE, "reliable_lease.lua");
-reliable_script!(RELIABLE_RECEIVE, "reliable_receive.lua");
 reliable_script!(RELIABLE_CONSUMERS, "reliable_consumers.lua");
 
 /// The source of the offer script, for benchmarks that run it through `redis-benchmark`.

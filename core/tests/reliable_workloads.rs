@@ -118,6 +118,54 @@ async fn a_lease_extends_and_a_lost_one_says_so() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_reaper_finds_ended_leases_behind_many_extended_ones() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("behind", named(500, 5)).unwrap();
+    for i in 0..130 {
+        q.offer(format!("m{i}"), Duration::ZERO, None)
+            .await
+            .unwrap();
+    }
+    let mut got = Vec::new();
+    while got.len() < 130 {
+        got.extend(q.receive_many(130 - got.len(), WAIT).await.unwrap());
+    }
+    // The 120 received first hold long leases; the last 10 keep the visibility timeout.
+    // The reaper reads the pending list a page (100) at a time: the 10 are on its second.
+    for d in &got[..120] {
+        assert!(d.extend(Duration::from_secs(60)).await.unwrap());
+    }
+    let expected: std::collections::BTreeSet<_> = got[120..].iter().map(|d| d.id.clone()).collect();
+    let mut again = std::collections::BTreeSet::new();
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while again.len() < 10 {
+        assert!(std::time::Instant::now() < until, "taken back: {again:?}");
+        q.transfer_now().await.unwrap();
+        for d in q
+            .receive_many(20, Some(Duration::from_millis(100)))
+            .await
+            .unwrap()
+        {
+            assert_eq!(d.attempt, 2);
+            assert!(again.insert(d.id.clone()), "{} twice", d.id);
+            assert!(d.ack().await.unwrap());
+        }
+    }
+    assert_eq!(again, expected);
+    q.transfer_now().await.unwrap();
+    assert!(q
+        .receive(Some(Duration::from_millis(200)))
+        .await
+        .unwrap()
+        .is_none());
+    for d in &got[..120] {
+        assert!(d.ack().await.unwrap(), "{} kept its extended lease", d.id);
+    }
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn consume_keeps_a_long_handler_leased_so_it_runs_once() {
     let server = RedisServer::start();
     let c = Client::connect(&server.url()).await.unwrap();

@@ -92,7 +92,7 @@ fn parse_backoff(text: &str) -> Option<Backoff> {
 }
 
 /// Field names in Redis.
-const VISIBILITY: &str = "visibility_ms";
+pub(crate) const VISIBILITY: &str = "visibility_ms";
 const MAX_ATTEMPTS: &str = "max_attempts";
 const BACKOFF: &str = "backoff";
 const SHARDS: &str = "shards";

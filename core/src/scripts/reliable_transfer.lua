@@ -70,9 +70,9 @@ if #taken > 0 then
 end
 done = done + #taken
 
--- 3. Deliveries whose lease ended come back: those with a lease in LEASES by its end,
--- and those without one (a consumer that died between XREADGROUP and recording the
--- lease) by their idle time in the pending list.
+-- 3. Deliveries whose lease ended come back. A lease starts when XREADGROUP delivers the
+-- entry and ends once the delivery has been idle in the pending list for the visibility
+-- timeout, unless `extend` recorded another end in LEASES, which then decides.
 local function take_back(sid)
   local claimed = redis.call('XCLAIM', READY, GROUP, 'delayq-reaper', 0, sid)
   redis.call('XACK', READY, GROUP, sid)
@@ -94,23 +94,44 @@ local function take_back(sid)
 end
 local wake = next_wake()
 if redis.call('EXISTS', READY) == 1 then
+  local budget = batch
   for _, sid in ipairs(redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'LIMIT', 0, batch)) do
-    if is_pending(sid) then take_back(sid) else redis.call('ZREM', LEASES, sid) end
+    if is_pending(sid) then
+      take_back(sid)
+      budget = budget - 1
+    else
+      redis.call('ZREM', LEASES, sid)
+    end
   end
-  local unleased = redis.call('XPENDING', READY, GROUP, 'IDLE', visibility, '-', '+', math.min(batch, 100))
-  for _, row in ipairs(unleased) do
-    if not redis.call('ZSCORE', LEASES, row[1]) then take_back(row[1]) end
+  -- Idle past the visibility timeout, without a recorded end: pages of the pending list,
+  -- past any whose lease was extended (at most 10 pages a pass).
+  local from, page = '-', math.max(math.min(batch, 100), 1)
+  for _ = 1, 10 do
+    if budget <= 0 then break end
+    local rows = redis.call('XPENDING', READY, GROUP, 'IDLE', visibility, from, '+', page)
+    for _, row in ipairs(rows) do
+      if budget > 0 and not redis.call('ZSCORE', LEASES, row[1]) then
+        take_back(row[1])
+        budget = budget - 1
+      end
+    end
+    if #rows < page then break end
+    from = '(' .. rows[#rows][1]
   end
-  -- Wake again when the next lease ends (or, with none, an unleased delivery expires).
+  -- Wake again when the next lease ends: the first recorded end, or the oldest delivery
+  -- without one (XREADGROUP delivers in entry id order, so the lowest id was delivered
+  -- first). When the 16 oldest all have a recorded end, the reconcile interval covers the
+  -- rest.
   local first = redis.call('ZRANGE', LEASES, 0, 0, 'WITHSCORES')
   if first[1] then
     local ends = tonumber(first[2])
     if wake < 0 or ends < wake then wake = ends end
-  elseif redis.call('XPENDING', READY, GROUP)[1] > 0 then
-    local oldest = redis.call('XPENDING', READY, GROUP, '-', '+', 1)
-    if oldest[1] then
-      local expires = now + math.max(visibility - tonumber(oldest[1][3]), 0)
+  end
+  for _, row in ipairs(redis.call('XPENDING', READY, GROUP, '-', '+', 16)) do
+    if not redis.call('ZSCORE', LEASES, row[1]) then
+      local expires = now + math.max(visibility - tonumber(row[3]), 0)
       if wake < 0 or expires < wake then wake = expires end
+      break
     end
   end
 end
