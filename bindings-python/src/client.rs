@@ -35,12 +35,8 @@ fn backoff(
     max: Option<Obj<'_>>,
 ) -> PyResult<Option<delayq::Backoff>> {
     let schedule = schedule.map(|list| list.iter().map(convert::delay).collect());
-    let parts = (
-        schedule.transpose()?,
-        convert::opt_delay(base)?,
-        convert::opt_delay(max)?,
-    );
-    delayq::Backoff::from_parts(parts.0, parts.1, parts.2).map_err(crate::error::to_py)
+    let (base, max) = (convert::opt_delay(base)?, convert::opt_delay(max)?);
+    delayq::Backoff::from_parts(schedule.transpose()?, base, max).map_err(to_py)
 }
 
 calls! { Client(c) {
