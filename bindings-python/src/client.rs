@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use delayq::host::exit::Registered;
 use pyo3::prelude::*;
 
 use crate::convert::{self, Obj};
@@ -14,7 +15,7 @@ use crate::runtime::{calls, run, Aio, R};
 #[pyclass(frozen)]
 pub struct Client(
     delayq::Client,
-    #[allow(dead_code, reason = "closed at exit while alive")] exit::Tracked,
+    #[allow(dead_code, reason = "closed at exit while alive")] Registered<'static>,
 );
 
 /// A scheduler option of a queue handle.
@@ -34,12 +35,8 @@ fn backoff(
     max: Option<Obj<'_>>,
 ) -> PyResult<Option<delayq::Backoff>> {
     let schedule = schedule.map(|list| list.iter().map(convert::delay).collect());
-    let parts = (
-        schedule.transpose()?,
-        convert::opt_delay(base)?,
-        convert::opt_delay(max)?,
-    );
-    delayq::Backoff::from_parts(parts.0, parts.1, parts.2).map_err(crate::error::to_py)
+    let (base, max) = (convert::opt_delay(base)?, convert::opt_delay(max)?);
+    delayq::Backoff::from_parts(schedule.transpose()?, base, max).map_err(to_py)
 }
 
 calls! { Client(c) {
@@ -50,22 +47,26 @@ calls! { Client(c) {
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
     fn connect(py: Python<'_>, aio: Aio<'_>, url: Obj<'_>, cluster: bool, tls: (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>), durability_replicas: Option<Obj<'_>>, durability_aof: bool, durability_timeout: Obj<'_>) -> R {
-        let mut opts = match (url.extract::<String>(), url.extract::<Vec<String>>()) {
-            (Ok(url), _) => delayq::ClientOptions { cluster, ..delayq::ClientOptions::new(url) },
-            (_, Ok(seeds)) => delayq::ClientOptions::cluster(seeds),
+        // A list of seeds names a cluster.
+        let (urls, cluster) = match (url.extract::<String>(), url.extract::<Vec<String>>()) {
+            (Ok(url), _) => (vec![url], cluster),
+            (_, Ok(seeds)) => (seeds, true),
             _ => return Err(invalid("url must be a str, or a list of seed URLs of a cluster")),
         };
         let (ca_file, client_cert_file, client_key_file) = tls;
-        opts.tls = delayq::TlsOptions { ca_file, client_cert_file, client_key_file };
+        let tls = delayq::TlsOptions { ca_file, client_cert_file, client_key_file };
         let replicas = convert::opt_count(durability_replicas, "durability_replicas")?;
         let timeout = convert::duration(&durability_timeout)?;
-        if replicas.is_some() || durability_aof {
-            let (replicas, aof) = (replicas.unwrap_or(0), durability_aof);
-            opts.durability = Some(delayq::Durability { replicas, aof, timeout });
-        }
+        let durability = (replicas.is_some() || durability_aof).then(|| delayq::Durability {
+            replicas: replicas.unwrap_or(0),
+            aof: durability_aof,
+            timeout,
+        });
+        let seeds = delayq::ClientOptions::cluster(urls);
+        let opts = delayq::ClientOptions { cluster, tls, durability, ..seeds };
         run(py, aio, async move {
             let client = delayq::Client::connect_with(opts).await?;
-            let tracked = exit::Tracked::new(&client);
+            let tracked = exit::GATE.track(&client);
             Ok(Client(client, tracked))
         })
     }

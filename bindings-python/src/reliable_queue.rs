@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use delayq::handover::Handover;
+use pyo3::call::PyCallArgs;
 use pyo3::prelude::*;
 
 use crate::convert::{count, delay, opt_delay, timeout, value, Obj};
@@ -27,63 +28,35 @@ pub fn delivery(d: delayq::Delivery) -> Made<(String, Vec<u8>, u32, i64, u32, De
     )
 }
 
-/// A `delayq.OfferOutcome`.
-fn outcome(o: delayq::OfferOutcome) -> Made<(String, bool, Option<i64>)> {
-    Made("OfferOutcome", (o.id, o.created, o.due_at))
+/// What an offer returns: its id, or a `delayq.OfferOutcome` when the caller asked `full`.
+#[derive(IntoPyObject)]
+enum Offered {
+    Id(String),
+    Full(Made<(String, bool, Option<i64>)>),
 }
 
-/// Ids, or outcomes when `full`.
-fn offered(
-    py: Python<'_>,
-    aio: Aio<'_>,
-    full: bool,
-    offers: impl std::future::Future<Output = delayq::Result<Vec<delayq::OfferOutcome>>>
-        + Send
-        + 'static,
-) -> R {
-    match full {
-        true => run(py, aio, async {
-            Ok(offers.await?.into_iter().map(outcome).collect::<Vec<_>>())
-        }),
-        false => run(py, aio, async {
-            Ok(offers.await?.into_iter().map(|o| o.id).collect::<Vec<_>>())
-        }),
+impl Offered {
+    fn new(full: bool) -> impl Fn(delayq::OfferOutcome) -> Offered {
+        move |o| match full {
+            true => Offered::Full(Made("OfferOutcome", (o.id, o.created, o.due_at))),
+            false => Offered::Id(o.id),
+        }
     }
 }
 
 /// A `delayq.ReliableSettings`: durations in float seconds, the back-off a schedule or
-/// exponential bounds.
-type Settings = (
-    f64,
-    u32,
-    Option<Vec<f64>>,
-    Option<f64>,
-    Option<f64>,
-    u32,
-    Option<f64>,
-    Option<f64>,
-);
-
-fn settings(s: delayq::ReliableSettings) -> Made<Settings> {
+/// exponential bounds (core's `Backoff::parts`).
+fn settings(s: delayq::ReliableSettings) -> Made<impl for<'py> PyCallArgs<'py> + Send> {
     let secs = |d: Duration| d.as_secs_f64();
-    let (schedule, base, max) = match s.backoff {
-        delayq::Backoff::Schedule(delays) => {
-            (Some(delays.into_iter().map(secs).collect()), None, None)
-        }
-        delayq::Backoff::Exponential { base, max } => (None, Some(secs(base)), Some(secs(max))),
-    };
-    let (visibility, retention) = (
-        secs(s.visibility_timeout),
-        s.dead_letter_retention.map(secs),
-    );
+    let (schedule, base, max) = s.backoff.parts();
     let fields = (
-        visibility,
+        secs(s.visibility_timeout),
         s.max_attempts,
-        schedule,
-        base,
-        max,
+        schedule.map(|delays| delays.into_iter().map(secs).collect::<Vec<_>>()),
+        base.map(secs),
+        max.map(secs),
         s.shards,
-        retention,
+        s.dead_letter_retention.map(secs),
         s.idempotency_retention.map(secs),
     );
     Made("ReliableSettings", fields)
@@ -136,6 +109,24 @@ calls! { ReliableQueue(q) {
             Ok(letters.map(|d| Made("DeadLetter", (d.id, d.payload, d.attempts, d.died_at))).collect::<Vec<_>>())
         }
     };
+    fn offer(
+        full: bool, payload: Obj<'_>, d: Option<Obj<'_>>, id: Option<String>, key: Option<String>
+    ) = {
+        let (payload, d) = (value(&payload)?, opt_delay(d)?.unwrap_or_default());
+        let offered = Offered::new(full);
+        async move {
+            let (id, key) = (id.as_deref(), key.as_deref());
+            q.offer_with_shard_key(payload, d, id, key).await.map(offered)
+        }
+    };
+    fn offer_all(full: bool, messages: Obj<'_>) = {
+        let checked: Vec<_> = messages.try_iter()?.map(|m| message(m?)).collect::<PyResult<_>>()?;
+        async move {
+            let list = checked.iter().map(|(p, d, id, k)| (p, *d, id.as_deref(), k.as_deref()));
+            let offered = q.offer_all_with_shard_keys(list).await?.into_iter();
+            Ok(offered.map(Offered::new(full)).collect::<Vec<_>>())
+        }
+    };
     fn requeue_dead(ids: Option<Vec<String>>) = async move { q.requeue_dead(ids.as_deref()).await };
     fn purge_dead() = async move { q.purge_dead().await };
     // At once without a deadline, else gracefully (given up, it closes at once).
@@ -163,26 +154,6 @@ calls! { ReliableQueue(q) {
         self.0.lost_leases()
     }
 
-    /// Returns the id, or an `OfferOutcome` when `full`.
-    #[allow(clippy::too_many_arguments)]
-    fn offer(&self, py: Python<'_>, aio: Aio<'_>, full: bool, payload: Obj<'_>, d: Option<Obj<'_>>, id: Option<String>, key: Option<String>) -> R {
-        let (payload, d, q) = (value(&payload)?, opt_delay(d)?.unwrap_or_default(), self.0.clone());
-        let offer = async move { q.offer_with_shard_key(payload, d, id.as_deref(), key.as_deref()).await };
-        match full {
-            true => run(py, aio, async move { offer.await.map(outcome) }),
-            false => run(py, aio, async move { Ok(offer.await?.id) }),
-        }
-    }
-
-    fn offer_all(&self, py: Python<'_>, aio: Aio<'_>, full: bool, messages: Obj<'_>) -> R {
-        let checked = messages.try_iter()?.map(|item| message(item?)).collect::<PyResult<Vec<_>>>()?;
-        let q = self.0.clone();
-        offered(py, aio, full, async move {
-            let list = checked.iter().map(|(p, d, id, k)| (p, *d, id.as_deref(), k.as_deref()));
-            q.offer_all_with_shard_keys(list).await
-        })
-    }
-
     /// Core's `consume`, each handler run in a worker thread, or as a coroutine on the
     /// caller's event loop when awaited.
     fn consume(&self, py: Python<'_>, aio: Aio<'_>, handler: Py<PyAny>, concurrency: Obj<'_>) -> R {
@@ -208,7 +179,10 @@ calls! { ReliableQueue(q) {
                     .map_err(|e| e.to_string())
             });
             // Polling it may enter Python, and so may describing a PyErr.
-            exit::polled(async move { fut.unwrap_or_else(exit::exiting)?.await.map(drop).map_err(|e| e.to_string()) })
+            let run = async move {
+                fut.unwrap_or_else(exit::exiting)?.await.map(drop).map_err(|e| e.to_string())
+            };
+            async move { exit::GATE.polled(run).await.unwrap_or_else(exit::exiting) }
         };
         run(py, aio, async move { q.consume(call, concurrency).await })
     }

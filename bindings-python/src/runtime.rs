@@ -4,21 +4,15 @@
 //! through core's [`Handover`], which gives back what nobody claimed.
 //!
 //! An awaited call wakes its task without entering Python from the runtime: its waiter is
-//! queued on the completer, and the first of a batch writes a byte to a socket the loop
-//! watches; the loop's reader then sets every waiter queued. So a runtime thread never
-//! waits for the GIL, and nothing enters Python while the interpreter exits.
+//! queued on the completer (core's [`Wakeup`]), which writes a byte to a socket the loop
+//! watches once per batch; the loop's reader then sets every waiter queued. So a runtime
+//! thread never waits for the GIL, and nothing enters Python while the interpreter exits.
 
 use std::future::Future;
-use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use delayq::handover::{Claim, Handover, Taken, TakenValue};
+use delayq::handover::{Claim, Handover, Plain, Taken, TakenValue};
+use delayq::host::{blocking::poll_for, wakeup::Wakeup};
 use pyo3::call::PyCallArgs;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -26,17 +20,16 @@ use pyo3::sync::PyOnceLock;
 use pyo3::{intern, IntoPyObjectExt};
 
 use crate::error::to_py;
-use crate::exit;
+use crate::exit::GATE;
 use crate::reliable_queue::delivery;
 
 /// How long a blocking call waits with the GIL released before checking for signals.
 const SLICE: Duration = Duration::from_millis(50);
-/// How long a blocking call yields before it parks (see `poll_for`).
-const SPIN: Duration = Duration::from_micros(50);
 
 /// What a native call returns.
 pub type R = PyResult<Py<PyAny>>;
 
+/// The runtime of every client (pyo3-async-runtimes').
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     pyo3_async_runtimes::tokio::get_runtime()
 }
@@ -61,39 +54,26 @@ pub trait Outcome: Taken {
     fn into_py(self, py: Python<'_>) -> R;
 }
 
-/// The outcome of a call that takes nothing from a queue: nothing to give back.
-pub struct Plain<T>(T);
+/// Writes `impl Outcome for $ty`, converting the outcome with `$into` first.
+macro_rules! outcomes {
+    ($($ty:ty => $into:expr;)*) => {$(
+        impl Outcome for $ty {
+            fn into_py(self, py: Python<'_>) -> R {
+                ($into)(self).into_py_any(py)
+            }
+        }
+    )*};
+}
 
-impl<T: Send + 'static> Taken for Plain<T> {
-    fn give_back(self) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
-        Box::pin(async {})
-    }
+outcomes! {
+    Option<TakenValue> => |t: Self| t.map(|t| t.value);
+    Option<delayq::Delivery> => |d: Self| d.map(delivery);
+    Vec<delayq::Delivery> => |d: Self| d.into_iter().map(delivery).collect::<Vec<_>>();
 }
 
 impl<T: for<'py> IntoPyObject<'py> + Send + 'static> Outcome for Plain<T> {
     fn into_py(self, py: Python<'_>) -> R {
         self.0.into_py_any(py)
-    }
-}
-
-impl Outcome for Option<TakenValue> {
-    fn into_py(self, py: Python<'_>) -> R {
-        self.map(|t| t.value).into_py_any(py)
-    }
-}
-
-impl Outcome for Option<delayq::Delivery> {
-    fn into_py(self, py: Python<'_>) -> R {
-        self.map(delivery).into_py_any(py)
-    }
-}
-
-impl Outcome for Vec<delayq::Delivery> {
-    fn into_py(self, py: Python<'_>) -> R {
-        self.into_iter()
-            .map(delivery)
-            .collect::<Vec<_>>()
-            .into_py_any(py)
     }
 }
 
@@ -111,15 +91,12 @@ where
     F: Future<Output = delayq::Result<T>> + Send + 'static,
 {
     fn block(self, py: Python<'_>) -> R {
-        block(py, self)?.into_py_any(py)
+        wait(py, self, || {})?.into_py_any(py)
     }
 
     fn start(self, completer: Bound<'_, Completer>) -> PyResult<Pending> {
-        let handle = runtime().handle().clone();
-        Pending::new(
-            completer,
-            Handover::start(handle, async { self.await.map(Plain) }),
-        )
+        let call = async { self.await.map(Plain) };
+        Pending::new(completer, Handover::start(runtime().handle().clone(), call))
     }
 }
 
@@ -154,7 +131,8 @@ macro_rules! calls {
     ($ty:ident($q:ident) { $(fn $name:ident($($arg:ident: $argty:ty),*) = $call:expr;)* } $($rest:tt)*) => {
         #[pyo3::pymethods]
         impl $ty {
-            $(fn $name(&self, py: Python<'_>, aio: $crate::runtime::Aio<'_> $(, $arg: $argty)*) -> $crate::runtime::R {
+            $(#[allow(clippy::too_many_arguments, reason = "the Python signature's")]
+            fn $name(&self, py: Python<'_>, aio: $crate::runtime::Aio<'_> $(, $arg: $argty)*) -> $crate::runtime::R {
                 let $q = self.0.clone();
                 $crate::runtime::run(py, aio, $call)
             })*
@@ -182,14 +160,6 @@ pub fn claim_blocking<T: Taken>(py: Python<'_>, h: Handover<T>) -> PyResult<T> {
     }
 }
 
-/// Runs `fut` on this thread with the GIL released (see [`wait`]).
-pub fn block<T: Send>(
-    py: Python<'_>,
-    fut: impl Future<Output = delayq::Result<T>> + Send,
-) -> PyResult<T> {
-    wait(py, fut, || {})
-}
-
 /// Runs `fut` on this thread with the GIL released, taking the GIL back every [`SLICE`]
 /// to let Python handle signals: a KeyboardInterrupt drops `fut` (core's calls are
 /// cancel-safe) and is raised. A thread that may no longer take the GIL back (the
@@ -202,74 +172,23 @@ fn wait<T: Send>(
     let mut fut = std::pin::pin!(fut);
     let mut on_exit = Some(on_exit);
     loop {
-        let abandon = |_| on_exit.take().map_or((), |f| f());
-        match detach(py, || poll_for(fut.as_mut()), abandon) {
+        let poll = || poll_for(runtime().handle(), fut.as_mut(), SLICE);
+        match detach(py, poll, |_| on_exit.take().map_or((), |f| f())) {
             Some(outcome) => return outcome.map_err(to_py),
             None => py.check_signals()?,
         }
     }
 }
 
-/// Polls `fut` on this thread until it is ready, for up to [`SLICE`]. Not the runtime's
-/// `block_on` with a timer: registering a timer earlier than the runtime's next one wakes
-/// a runtime thread, once per call. After each poll that is not ready the thread yields
-/// for up to [`SPIN`] before it parks: a reply over loopback often comes within that, and
-/// waking a parked thread (a futex, on a VM an interrupt to an idle CPU) costs more.
-fn poll_for<F: Future>(mut fut: Pin<&mut F>) -> Option<F::Output> {
-    struct Unpark(std::thread::Thread, AtomicBool);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.wake_by_ref();
-        }
-        fn wake_by_ref(self: &Arc<Self>) {
-            self.1.store(true, Ordering::Release);
-            self.0.unpark();
-        }
-    }
-    let _context = runtime().enter();
-    let unpark = Arc::new(Unpark(std::thread::current(), AtomicBool::new(false)));
-    let waker = Waker::from(unpark.clone());
-    let until = Instant::now() + SLICE;
-    loop {
-        if let Poll::Ready(out) = fut.as_mut().poll(&mut Context::from_waker(&waker)) {
-            return Some(out);
-        }
-        let spin_until = Instant::now() + SPIN;
-        while !unpark.1.swap(false, Ordering::Acquire) {
-            let now = Instant::now();
-            if now < spin_until {
-                std::thread::yield_now();
-                continue;
-            }
-            match until.checked_duration_since(now) {
-                Some(left) if !left.is_zero() => std::thread::park_timeout(left),
-                _ => return None,
-            }
-            break;
-        }
-    }
-}
-
-/// `py.detach(f)`, the exit hook waiting for it until the GIL is back. Once the
-/// interpreter is exiting, a thread that may not take the GIL back hands what `f`
-/// returned to `abandon` and waits for the process to end.
+/// `py.detach(f)`, counted in by the exit gate until the GIL is back (core's
+/// `ExitGate::outside`: once the interpreter is exiting, a thread that may not take the
+/// GIL back hands what `f` returned to `abandon` and waits for the process to end).
 fn detach<T: Send>(
     py: Python<'_>,
     f: impl FnOnce() -> T + Send,
     abandon: impl FnOnce(T) + Send,
 ) -> T {
-    let (value, detached) = py.detach(|| {
-        let detached = exit::Detached::enter();
-        let value = f();
-        if !detached.may_return() {
-            abandon(value);
-            drop(detached);
-            exit::wait_for_the_end();
-        }
-        (value, detached)
-    });
-    drop(detached);
-    value
+    py.detach(|| GATE.outside(f, abandon)).0
 }
 
 /// A handover seen from Python: ready, claimed or given up.
@@ -311,16 +230,12 @@ pub struct Pending {
 impl Pending {
     fn new<T: Outcome>(completer: Bound<'_, Completer>, h: Handover<T>) -> PyResult<Pending> {
         let py = completer.py();
-        let waiter = completer
-            .get()
-            .event_loop
-            .call_method0(py, intern!(py, "create_future"))?;
+        let event_loop = &completer.get().event_loop;
+        let waiter = event_loop.call_method0(py, intern!(py, "create_future"))?;
         let (completer, wake) = (completer.unbind(), waiter.clone_ref(py));
-        h.on_ready(move || completer.get().push(wake));
-        Ok(Pending {
-            call: Box::new(h),
-            waiter,
-        })
+        h.on_ready(move || completer.get().waiters.push(wake));
+        let call = Box::new(h);
+        Ok(Pending { call, waiter })
     }
 }
 
@@ -344,48 +259,25 @@ impl Pending {
 #[pyclass(frozen)]
 pub struct Completer {
     event_loop: Py<PyAny>,
-    /// Waiters to set done, and whether a wake-up byte is on its way.
-    queue: Mutex<(Vec<Py<PyAny>>, bool)>,
-    wake: UnixStream,
-    woken: UnixStream,
-}
-
-impl Completer {
-    fn push(&self, waiter: Py<PyAny>) {
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        queue.0.push(waiter);
-        if !std::mem::replace(&mut queue.1, true) {
-            drop(queue);
-            // Full socket buffer: a wake-up is pending anyway.
-            let _ = (&self.wake).write(&[0]);
-        }
-    }
+    waiters: Wakeup<Py<PyAny>>,
 }
 
 #[pymethods]
 impl Completer {
     #[new]
     fn new(event_loop: Py<PyAny>) -> PyResult<Completer> {
-        let (wake, woken) = UnixStream::pair()?;
-        wake.set_nonblocking(true)?;
-        woken.set_nonblocking(true)?;
-        let queue = Mutex::new((Vec::new(), false));
+        let waiters = Wakeup::new()?;
         Ok(Completer {
             event_loop,
-            queue,
-            wake,
-            woken,
+            waiters,
         })
     }
 
     fn fileno(&self) -> i32 {
-        self.woken.as_raw_fd()
+        self.waiters.fd()
     }
 
     fn drain(&self) -> Vec<Py<PyAny>> {
-        while matches!((&self.woken).read(&mut [0; 64]), Ok(n) if n > 0) {}
-        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        queue.1 = false;
-        std::mem::take(&mut queue.0)
+        self.waiters.drain()
     }
 }

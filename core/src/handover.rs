@@ -28,6 +28,16 @@ pub trait Taken: Send + 'static {
     fn give_back(self) -> BoxFuture;
 }
 
+/// An outcome with nothing to give back (a call that takes nothing from a queue, run
+/// through a handover so that a binding has one path for every call).
+pub struct Plain<T>(pub T);
+
+impl<T: Send + 'static> Taken for Plain<T> {
+    fn give_back(self) -> BoxFuture {
+        Box::pin(async {})
+    }
+}
+
 /// A value taken from a [`DelayedQueue`] (`None`: the wait timed out).
 pub struct TakenValue {
     queue: DelayedQueue,

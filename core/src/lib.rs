@@ -25,6 +25,7 @@ mod delayed_queue;
 mod error;
 mod handle;
 pub mod handover;
+pub mod host;
 pub mod keys;
 pub mod logs;
 pub mod metrics;
