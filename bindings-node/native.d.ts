@@ -73,15 +73,11 @@ export declare class ReliableQueue {
   closeGracefully(deadline: number): Promise<undefined>
   receiveMany(id: number, n: number, ms?: number | undefined | null): Promise<Array<Delivery>>
   receive(id: number, ms?: number | undefined | null): Promise<Delivery | undefined | null>
+  /** Core's consume: `handler` gets each delivery, reports with `finish`; `giveUp(id)` stops */
+  consume(id: number, handler: (arg: Delivery) => void, concurrency: number): Promise<undefined>
   get name(): string
   lostLeases(): number
   close(): void
-  /**
-   * Core's `consume`, registered as `id` (`giveUp(id)` stops it): `handler` is called on
-   * the JavaScript thread with each delivery, `concurrency` at a time, and reports its
-   * outcome with `delivery.finish(failure)`.
-   */
-  consume(id: number, handler: (arg: Delivery) => void, concurrency: number): Promise<undefined>
 }
 
 export interface ClientOptions {

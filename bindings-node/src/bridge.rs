@@ -48,7 +48,9 @@ impl Pump {
 /// (hooks run last-added first): posting does nothing from now on. A runtime thread that
 /// called the freed function (a log record as the process exits) aborted the process.
 unsafe extern "C" fn torn_down(pump: *mut c_void) {
-    unsafe { &*pump.cast::<Pump>() }.jobs.close();
+    let pump = unsafe { &*pump.cast::<Pump>() };
+    pump.jobs.close();
+    pump.tsfn.store(null_mut(), Relaxed); // napi refuses a null one: `hold` does nothing
 }
 
 thread_local! {

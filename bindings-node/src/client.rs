@@ -10,49 +10,30 @@ use crate::bridge::promise;
 use crate::error::{opt_count, opt_ms, option_ms, IntoJs, Result};
 use crate::queues::{DelayedQueue, ReliableQueue};
 
-#[napi(object)]
-#[derive(Default)]
-pub struct ClientOptions {
-    pub cluster: Option<bool>,
-    pub tls: Option<TlsOptions>,
-    pub durability: Option<DurabilityOptions>,
+/// Writes the options objects of `connect`, `delayedQueue` and `reliableQueue` (index.d.ts
+/// documents them, index.js checks their types), every field optional: one left out takes
+/// core's default.
+macro_rules! objects {
+    ($($name:ident { $($field:ident: $ty:ty),* $(,)? })*) => {$(
+        #[napi(object)]
+        #[derive(Default)]
+        pub struct $name {
+            $(pub $field: Option<$ty>),*
+        }
+    )*};
 }
 
-#[napi(object)]
-#[derive(Default)]
-pub struct TlsOptions {
-    pub ca_file: Option<String>,
-    pub cert_file: Option<String>,
-    pub key_file: Option<String>,
-}
-
-#[napi(object)]
-pub struct DurabilityOptions {
-    pub replicas: Option<f64>,
-    pub aof: Option<bool>,
-    pub timeout_ms: Option<f64>,
-}
-
-#[napi(object)]
-#[derive(Default)]
-pub struct DelayedQueueOptions {
-    pub scheduler: Option<bool>,
-    pub reconcile_interval_ms: Option<f64>,
-}
-
-#[napi(object)]
-pub struct ReliableQueueOptions {
-    pub visibility_timeout_ms: Option<f64>,
-    pub max_attempts: Option<f64>,
-    pub backoff_ms: Option<Vec<f64>>,
-    pub backoff_base_ms: Option<f64>,
-    pub backoff_max_ms: Option<f64>,
-    pub shards: Option<f64>,
-    pub dead_letter_retention_ms: Option<f64>,
-    pub idempotency_retention_ms: Option<f64>,
-    pub update_settings: Option<bool>,
-    pub scheduler: Option<bool>,
-    pub reconcile_interval_ms: Option<f64>,
+objects! {
+    ClientOptions { cluster: bool, tls: TlsOptions, durability: DurabilityOptions }
+    TlsOptions { ca_file: String, cert_file: String, key_file: String }
+    DurabilityOptions { replicas: f64, aof: bool, timeout_ms: f64 }
+    DelayedQueueOptions { scheduler: bool, reconcile_interval_ms: f64 }
+    ReliableQueueOptions {
+        visibility_timeout_ms: f64, max_attempts: f64, backoff_ms: Vec<f64>, backoff_base_ms: f64,
+        backoff_max_ms: f64, shards: f64, dead_letter_retention_ms: f64,
+        idempotency_retention_ms: f64, update_settings: bool, scheduler: bool,
+        reconcile_interval_ms: f64,
+    }
 }
 
 impl ReliableQueueOptions {

@@ -10,16 +10,16 @@
 /// - `promise { "doc"? name(arg: JsType => conversion, ...) -> T = |h| body; }`: the arguments
 ///   are converted on the JavaScript thread (a bad one throws there), then `body` runs on
 ///   the runtime with a clone of the core value, and the Promise settles with its outcome;
-/// - `wait { name(...) -> T = |h| handover, |outcome| js; }`: takes an `id` first and
-///   starts a core `Handover` registered under it (see bridge.rs);
+/// - `wait { "doc"? name(...) -> T = |h, env?| handover, |outcome| js; }`: takes an `id`
+///   first and starts a core `Handover` registered under it (see bridge.rs);
 /// - `sync { name(arg: JsType, ...) -> T = |h| body; }`: `h` borrows the core value (`?`
 ///   may end the body early); `#[napi(getter)]` before one makes it a getter.
 macro_rules! methods {
     ($ty:ident {
         $(promise { $($($doc:literal)? $p:ident($($pa:ident: $pjs:ty $(=> $pconv:expr)?),*)
             -> $pret:ty = |$ph:ident| $pbody:expr;)* })?
-        $(wait { $($w:ident($($wa:ident: $wjs:ty $(=> $wconv:expr)?),*)
-            -> $wret:ty = |$wh:ident| $start:expr, $map:expr;)* })?
+        $(wait { $($($wdoc:literal)? $w:ident($($wa:ident: $wjs:ty $(=> $wconv:expr)?),*)
+            -> $wret:ty = |$wh:ident $(, $env:ident)?| $start:expr, $map:expr;)* })?
         $(sync { $($(#[napi($attr:ident)])? $s:ident($($sa:ident: $sjs:ty),*)
             -> $sret:ty = |$sh:ident| $sbody:expr;)* })?
     }) => {
@@ -36,11 +36,13 @@ macro_rules! methods {
         })?
         $(#[napi_derive::napi]
         impl $ty {
-            $(#[napi]
+            $($(#[doc = $wdoc])?
+            #[napi]
             pub fn $w<'e>(&self, env: &'e napi::Env, id: u32 $(, $wa: $wjs)*)
                 -> $crate::error::Result<napi::bindgen_prelude::PromiseRaw<'e, $wret>> {
                 $($(let $wa = $wconv;)?)*
                 let $wh = &self.inner;
+                $(let $env = env;)?
                 $crate::bridge::wait(env, id, $start, $map)
             })*
         })?

@@ -10,7 +10,7 @@ use napi::bindgen_prelude::{Buffer, BufferSlice, FunctionRef, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 
-use crate::bridge::{self, wait};
+use crate::bridge;
 use crate::error::{count, delay, opt_count, timeout, Result};
 
 #[napi]
@@ -150,6 +150,10 @@ methods! { ReliableQueue {
             |q| Handover::receive_many(q, n, ms), |list| list.into_iter().map(delivery).collect();
         receive(ms: Option<f64> => timeout(ms)?) -> Option<Delivery> =
             |q| Handover::receive(q, ms), |d| d.map(delivery);
+        "Core's consume: `handler` gets each delivery, reports with `finish`; `giveUp(id)` stops"
+        consume(handler: FunctionRef<Delivery, ()>,
+            concurrency: f64 => count(concurrency, "concurrency")?) -> () =
+            |q, env| Handover::consume(q, replying(handing(env, handler)?), concurrency), |()| ();
     }
     sync {
         #[napi(getter)] name() -> String = |q| q.name().to_owned();
@@ -158,36 +162,20 @@ methods! { ReliableQueue {
     }
 }}
 
-#[napi]
-impl ReliableQueue {
-    /// Core's `consume`, registered as `id` (`giveUp(id)` stops it): `handler` is called on
-    /// the JavaScript thread with each delivery, `concurrency` at a time, and reports its
-    /// outcome with `delivery.finish(failure)`.
-    #[napi]
-    pub fn consume<'e>(
-        &self,
-        env: &'e Env,
-        id: u32,
-        handler: FunctionRef<Delivery, ()>,
-        concurrency: f64,
-    ) -> Result<PromiseRaw<'e, ()>> {
-        let (pump, handler) = (bridge::pump(env)?, Arc::new(handler));
-        let hand = move |inner, done| {
-            let handler = handler.clone();
-            pump.post(Box::new(move |env| {
-                if let Ok(f) = handler.borrow_back(env) {
-                    let _ = f.call(Delivery { inner, done });
-                }
-            }));
-        };
-        let n = count(concurrency, "concurrency")?;
-        wait(
-            env,
-            id,
-            Handover::consume(&self.inner, replying(hand), n),
-            |()| (),
-        )
-    }
+/// Hands each delivery of a `consume` to `handler`, on the JavaScript thread.
+fn handing(
+    env: &Env,
+    handler: FunctionRef<Delivery, ()>,
+) -> Result<impl Fn(delayq::Delivery, Reply)> {
+    let (pump, handler) = (bridge::pump(env)?, Arc::new(handler));
+    Ok(move |inner, done| {
+        let handler = handler.clone();
+        pump.post(Box::new(move |env| {
+            if let Ok(f) = handler.borrow_back(env) {
+                let _ = f.call(Delivery { inner, done });
+            }
+        }));
+    })
 }
 
 methods! { Delivery {
