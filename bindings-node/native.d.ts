@@ -28,6 +28,7 @@ export declare class DelayedQueue {
   poll(): Promise<Buffer | undefined | null>
   /** `[delayed, ready, corrupt]` */
   stats(): Promise<[number, number, number]>
+  take(id: number, ms?: number | undefined | null): Promise<Buffer | undefined | null>
   get name(): string
   close(): void
   /**
@@ -35,7 +36,6 @@ export declare class DelayedQueue {
    * order of the calls; core coalesces concurrent offers into script calls.
    */
   offer(value: Buffer, ms: number): Promise<number>
-  take(id: number, ms?: number | undefined | null): Promise<Buffer | undefined | null>
 }
 
 export declare class Delivery {
@@ -71,17 +71,13 @@ export declare class ReliableQueue {
   requeueDead(ids?: Array<string> | undefined | null): Promise<number>
   purgeDead(): Promise<number>
   closeGracefully(deadline: number): Promise<undefined>
+  receiveMany(id: number, n: number, ms?: number | undefined | null): Promise<Array<Delivery>>
+  receive(id: number, ms?: number | undefined | null): Promise<Delivery | undefined | null>
+  /** Core's consume: `handler` gets each delivery, reports with `finish`; `giveUp(id)` stops */
+  consume(id: number, handler: (arg: Delivery) => void, concurrency: number): Promise<undefined>
   get name(): string
   lostLeases(): number
   close(): void
-  receiveMany(id: number, n: number, ms?: number | undefined | null): Promise<Array<Delivery>>
-  receive(id: number, ms?: number | undefined | null): Promise<Delivery | undefined | null>
-  /**
-   * Core's `consume`, registered as `id` (`giveUp(id)` stops it): `handler` is called on
-   * the JavaScript thread with each delivery, `concurrency` at a time, and reports its
-   * outcome with `delivery.finish(failure)`.
-   */
-  consume(id: number, handler: (arg: Delivery) => void, concurrency: number): Promise<undefined>
 }
 
 export interface ClientOptions {
@@ -106,7 +102,7 @@ export interface DurabilityOptions {
 
 /**
  * The process exits (`process.on('exit')`): pending waits give back what they took, for
- * up to 2 s.
+ * up to core's `EXIT_LIMIT`.
  */
 export declare function exiting(): void
 

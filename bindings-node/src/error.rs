@@ -56,9 +56,19 @@ pub fn option_ms(ms: f64) -> Result<Duration> {
     delay(ms.round())
 }
 
+/// An optional [`option_ms`].
+pub fn opt_ms(ms: Option<f64>) -> Result<Option<Duration>> {
+    ms.map(option_ms).transpose()
+}
+
 /// A count (a limit, a number of attempts) named `what`: whole, not negative.
 pub fn count<T: TryFrom<u64>>(n: f64, what: &str) -> Result<T> {
     delay::count_from_f64(n, what).js()
+}
+
+/// An optional [`count`].
+pub fn opt_count<T: TryFrom<u64>>(n: Option<f64>, what: &str) -> Result<Option<T>> {
+    n.map(|n| count(n, what)).transpose()
 }
 
 /// A timeout in milliseconds (fractions allowed), or none for no limit.

@@ -2,61 +2,58 @@
 //! (which documents the API in index.d.ts). Calls return Promises settled through one
 //! threadsafe function (bridge.rs); errors carry a stable `code` (error.rs).
 #![deny(clippy::all)]
+// napi registers the exports only outside tests: unit tests would find them unused.
+#![cfg_attr(test, allow(dead_code))]
 
-/// Writes one `#[napi]` method returning a Promise per declaration
-/// `"doc"? name(arg: JsType => conversion, ...) -> T = |h| body;`: the arguments are
-/// converted on the JavaScript thread (a bad one throws there), then `body` runs on the
-/// runtime with `h`, a clone of the handle's core value, and the Promise settles with its
-/// outcome.
-macro_rules! calls {
-    ($ty:ident { $($($doc:literal)? $name:ident($($arg:ident: $js:ty $(=> $conv:expr)?),*)
-        -> $ret:ty = |$h:ident| $body:expr;)* }) => {
-        #[napi_derive::napi]
+/// Writes a handle's `#[napi]` methods, one declaration each, in up to three sections;
+/// `h` stands for the handle's core value (`self.inner`):
+/// - `promise { "doc"? name(arg: JsType => conversion, ...) -> T = |h| body; }`: the arguments
+///   are converted on the JavaScript thread (a bad one throws there), then `body` runs on
+///   the runtime with a clone of the core value, and the Promise settles with its outcome;
+/// - `wait { "doc"? name(...) -> T = |h, env?| handover, |outcome| js; }`: takes an `id`
+///   first and starts a core `Handover` registered under it (see bridge.rs);
+/// - `sync { name(arg: JsType, ...) -> T = |h| body; }`: `h` borrows the core value (`?`
+///   may end the body early); `#[napi(getter)]` before one makes it a getter.
+macro_rules! methods {
+    ($ty:ident {
+        $(promise { $($($doc:literal)? $p:ident($($pa:ident: $pjs:ty $(=> $pconv:expr)?),*)
+            -> $pret:ty = |$ph:ident| $pbody:expr;)* })?
+        $(wait { $($($wdoc:literal)? $w:ident($($wa:ident: $wjs:ty $(=> $wconv:expr)?),*)
+            -> $wret:ty = |$wh:ident $(, $env:ident)?| $start:expr, $map:expr;)* })?
+        $(sync { $($(#[napi($attr:ident)])? $s:ident($($sa:ident: $sjs:ty),*)
+            -> $sret:ty = |$sh:ident| $sbody:expr;)* })?
+    }) => {
+        $(#[napi_derive::napi]
         impl $ty {
             $($(#[doc = $doc])?
             #[napi]
-            pub fn $name<'e>(&self, env: &'e napi::Env $(, $arg: $js)*)
-                -> $crate::error::Result<napi::bindgen_prelude::PromiseRaw<'e, $ret>> {
-                $($(let $arg = $conv;)?)*
-                let $h = self.inner.clone();
-                $crate::bridge::promise(env, async move { $body })
+            pub fn $p<'e>(&self, env: &'e napi::Env $(, $pa: $pjs)*)
+                -> $crate::error::Result<napi::bindgen_prelude::PromiseRaw<'e, $pret>> {
+                $($(let $pa = $pconv;)?)*
+                let $ph = self.inner.clone();
+                $crate::bridge::promise(env, async move { $pbody })
             })*
-        }
-    };
-}
-
-/// Writes `#[napi]` methods that start a core `Handover` registered as `id` (see bridge.rs),
-/// per declaration `name(arg: JsType => conversion, ...) -> T = |h| handover, |outcome| js;`.
-macro_rules! waits {
-    ($ty:ident { $($name:ident($($arg:ident: $js:ty $(=> $conv:expr)?),*) -> $ret:ty
-        = |$h:ident| $start:expr, $map:expr;)* }) => {
-        #[napi_derive::napi]
+        })?
+        $(#[napi_derive::napi]
         impl $ty {
-            $(#[napi]
-            pub fn $name<'e>(&self, env: &'e napi::Env, id: u32 $(, $arg: $js)*)
-                -> $crate::error::Result<napi::bindgen_prelude::PromiseRaw<'e, $ret>> {
-                $($(let $arg = $conv;)?)*
-                let $h = &self.inner;
+            $($(#[doc = $wdoc])?
+            #[napi]
+            pub fn $w<'e>(&self, env: &'e napi::Env, id: u32 $(, $wa: $wjs)*)
+                -> $crate::error::Result<napi::bindgen_prelude::PromiseRaw<'e, $wret>> {
+                $($(let $wa = $wconv;)?)*
+                let $wh = &self.inner;
+                $(let $env = env;)?
                 $crate::bridge::wait(env, id, $start, $map)
             })*
-        }
-    };
-}
-
-/// The synchronous counterpart of `calls!`: `#[napi(getter)]`, if any, then
-/// `name(arg: JsType, ...) -> T = |h| body;`, `h` borrowing the handle's core value (`?`
-/// may end the body early).
-macro_rules! sync {
-    ($ty:ident { $($(#[napi($attr:ident)])? $name:ident($($arg:ident: $js:ty),*) -> $ret:ty
-        = |$h:ident| $body:expr;)* }) => {
-        #[napi_derive::napi]
+        })?
+        $(#[napi_derive::napi]
         impl $ty {
             $(#[napi $(($attr))?]
-            pub fn $name(&self $(, $arg: $js)*) -> $crate::error::Result<$ret> {
-                let $h = &self.inner;
-                Ok($body)
+            pub fn $s(&self $(, $sa: $sjs)*) -> $crate::error::Result<$sret> {
+                let $sh = &self.inner;
+                Ok($sbody)
             })*
-        }
+        })?
     };
 }
 

@@ -84,6 +84,14 @@ impl Taken for Vec<Delivery> {
     }
 }
 
+/// What [`Handover::consume`] hands over: nothing (core's consume gives back its own
+/// deliveries when it stops).
+impl Taken for () {
+    fn give_back(self) -> BoxFuture {
+        Box::pin(async {})
+    }
+}
+
 async fn release(delivery: Delivery) {
     match delivery.release().await {
         Ok(_) => tracing::debug!(id = %delivery.id, "gave back a delivery nobody received"),
@@ -161,6 +169,24 @@ impl Handover<Vec<Delivery>> {
         let q = queue.clone();
         let runtime = queue.runtime().clone();
         Handover::start(runtime, async move { q.receive_many(n, timeout).await })
+    }
+}
+
+impl Handover<()> {
+    /// Starts [`ReliableQueue::consume`] on the client's runtime: it runs until the queue
+    /// is closed or the handover is given up.
+    pub fn consume<F, Fut, E>(queue: &ReliableQueue, handler: F, concurrency: usize) -> Self
+    where
+        F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        let q = queue.clone();
+        let runtime = queue.runtime().clone();
+        Handover::start(
+            runtime,
+            async move { q.consume(handler, concurrency).await },
+        )
     }
 }
 
@@ -285,12 +311,12 @@ impl<T: Taken> Drop for Handover<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// Counts give-backs.
-    struct Counted(Arc<AtomicUsize>);
+    pub(crate) struct Counted(pub(crate) Arc<AtomicUsize>);
 
     impl Taken for Counted {
         fn give_back(self) -> BoxFuture {

@@ -17,6 +17,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod bridge;
 mod client;
 pub mod codec;
 mod connection;
