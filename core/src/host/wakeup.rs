@@ -8,17 +8,12 @@
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::{Mutex, PoisonError};
 
-struct Batch<T> {
-    items: Vec<T>,
-    /// Whether a wake-up byte was written since the last drain.
-    signalled: bool,
-}
+use crate::bridge::Batch;
 
 /// Items for a host's event loop, queued from any thread. See the module docs.
 pub struct Wakeup<T> {
-    batch: Mutex<Batch<T>>,
+    batch: Batch<T>,
     wake: UnixStream,
     woken: UnixStream,
 }
@@ -29,22 +24,14 @@ impl<T> Wakeup<T> {
         let (wake, woken) = UnixStream::pair()?;
         wake.set_nonblocking(true)?;
         woken.set_nonblocking(true)?;
-        let batch = Mutex::new(Batch {
-            items: Vec::new(),
-            signalled: false,
-        });
+        let batch = Batch::default();
         Ok(Wakeup { batch, wake, woken })
     }
 
     /// Queues `item`, waking the loop if this is the first of a batch.
     pub fn push(&self, item: T) {
-        let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
-        batch.items.push(item);
-        if !std::mem::replace(&mut batch.signalled, true) {
-            drop(batch);
-            // Full socket buffer: a wake-up is pending anyway.
-            let _ = (&self.wake).write(&[0]);
-        }
+        // Full socket buffer: a wake-up is pending anyway.
+        self.batch.push(item, || drop((&self.wake).write(&[0])));
     }
 
     /// The descriptor the loop watches for reading.
@@ -55,9 +42,7 @@ impl<T> Wakeup<T> {
     /// Takes every item queued, and the wake-ups written for them.
     pub fn drain(&self) -> Vec<T> {
         while matches!((&self.woken).read(&mut [0; 64]), Ok(n) if n > 0) {}
-        let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
-        batch.signalled = false;
-        std::mem::take(&mut batch.items)
+        self.batch.drain()
     }
 }
 
