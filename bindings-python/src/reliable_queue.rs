@@ -129,19 +129,8 @@ calls! { ReliableQueue(q) {
     };
     fn requeue_dead(ids: Option<Vec<String>>) = async move { q.requeue_dead(ids.as_deref()).await };
     fn purge_dead() = async move { q.purge_dead().await };
-    // At once without a deadline, else gracefully (given up, it closes at once).
-    fn close(deadline: Option<Obj<'_>>) = {
-        let closing = timeout(deadline)?.map(|deadline| q.close_gracefully(deadline));
-        if closing.is_none() {
-            q.close();
-        }
-        async move {
-            match closing {
-                Some(closing) => closing.await,
-                None => Ok(()),
-            }
-        }
-    };
+    // Given up, a graceful close closes at once.
+    fn close(deadline: Option<Obj<'_>>) = q.close_within(timeout(deadline)?);
 }
 
     #[getter]

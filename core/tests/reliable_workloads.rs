@@ -272,6 +272,36 @@ async fn a_graceful_close_settles_running_handlers_and_gives_back_the_rest() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn close_within_none_closes_at_once_and_a_deadline_closes_gracefully() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("within", named(30_000, 5)).unwrap();
+    q.offer("x", Duration::ZERO, None).await.unwrap();
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    // No deadline: closed before the future is even polled.
+    let closing = q.close_within(None);
+    let err = q
+        .receive(Some(Duration::from_millis(10)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Closed);
+    closing.await.unwrap();
+    assert!(
+        d.ack().await.unwrap(),
+        "a delivery still settles on a closed handle"
+    );
+    // A deadline: open until the future runs, closed once it finished.
+    let q = c
+        .reliable_queue("within", ReliableQueueOptions::default())
+        .unwrap();
+    let closing = q.close_within(Some(Duration::from_secs(1)));
+    assert!(q.stats().await.is_ok(), "not closed before it runs");
+    closing.await.unwrap();
+    assert_eq!(q.stats().await.unwrap_err().kind(), ErrorKind::Closed);
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn receive_many_takes_a_batch_and_ack_many_settles_it() {
     let server = RedisServer::start();
     let c = Client::connect(&server.url()).await.unwrap();

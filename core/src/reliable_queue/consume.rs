@@ -242,6 +242,26 @@ impl ReliableQueue {
             Ok(()) // the guard closes the handle
         }
     }
+
+    /// Closes this handle at once when `deadline` is `None` (as
+    /// [`close`](ReliableQueue::close), before this returns), else gracefully within it (as
+    /// [`close_gracefully`](ReliableQueue::close_gracefully)): the one `close(deadline?)`
+    /// the bindings offer.
+    pub fn close_within(
+        &self,
+        deadline: Option<Duration>,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        let closing = deadline.map(|deadline| self.close_gracefully(deadline));
+        if closing.is_none() {
+            self.close();
+        }
+        async move {
+            match closing {
+                Some(closing) => closing.await,
+                None => Ok(()),
+            }
+        }
+    }
 }
 
 /// Closes a handle when dropped: a graceful close that ended, or was given up.
