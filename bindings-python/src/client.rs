@@ -18,14 +18,13 @@ pub struct Client(
     #[allow(dead_code, reason = "closed at exit while alive")] Registered<'static>,
 );
 
-/// A scheduler option of a queue handle.
+/// A scheduler option of a queue handle (core's defaults for the rest).
 fn scheduler(enabled: bool, reconcile_interval: Obj<'_>) -> PyResult<delayq::SchedulerOptions> {
     let reconcile_interval = convert::duration(&reconcile_interval)?;
-    Ok(delayq::SchedulerOptions {
-        enabled,
-        reconcile_interval,
-        ..Default::default()
-    })
+    Ok(delayq::bridge::scheduler(
+        Some(enabled),
+        Some(reconcile_interval),
+    ))
 }
 
 /// The back-off of `Client.reliable_queue` (see `delayq::Backoff::from_parts`).
@@ -57,11 +56,8 @@ calls! { Client(c) {
         let tls = delayq::TlsOptions { ca_file, client_cert_file, client_key_file };
         let replicas = convert::opt_count(durability_replicas, "durability_replicas")?;
         let timeout = convert::duration(&durability_timeout)?;
-        let durability = (replicas.is_some() || durability_aof).then(|| delayq::Durability {
-            replicas: replicas.unwrap_or(0),
-            aof: durability_aof,
-            timeout,
-        });
+        let durability = (replicas.is_some() || durability_aof)
+            .then(|| delayq::bridge::durability(replicas, Some(durability_aof), Some(timeout)));
         let seeds = delayq::ClientOptions::cluster(urls);
         let opts = delayq::ClientOptions { cluster, tls, durability, ..seeds };
         run(py, aio, async move {
