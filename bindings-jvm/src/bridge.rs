@@ -35,14 +35,21 @@ impl<F: Future> Future for InRuntime<F> {
     }
 }
 
-/// Runs `fut` on the runtime, blocking the calling (JVM) thread until it is done.
+/// Runs `fut` on the calling (JVM) thread until it is done, with the runtime entered: as
+/// core's `poll_for` does, so its requests go over the thread's own connection.
 pub(crate) fn block<T: Send>(fut: impl Future<Output = delayq::Result<T>> + Send) -> Res<T> {
     if tokio::runtime::Handle::try_current().is_ok() {
         // A runtime thread (a consume handler, a coroutine resumed there) must not block.
         let joined = std::thread::scope(|s| s.spawn(|| block(fut)).join());
         return joined.unwrap_or_else(|_| Err(FfiError::Connection("delayq call panicked".into())));
     }
-    RUNTIME.block_on(fut)
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        let slice = std::time::Duration::from_secs(60);
+        if let Some(out) = delayq::host::blocking::poll_for(RUNTIME.handle(), fut.as_mut(), slice) {
+            return out;
+        }
+    }
 }
 
 /// Exports each call of `$ty` twice from one body, core's future: `$name` (a Kotlin `suspend

@@ -36,6 +36,9 @@ use redis::{
 
 use crate::error::{Error, Result};
 
+mod direct;
+pub(crate) use direct::{on_this_thread, Indirect};
+
 /// Certificates for `rediss://` connections. Files are PEM.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TlsOptions {
@@ -474,6 +477,8 @@ struct Reconnecting {
     state: Mutex<ReconnectState>,
     /// Held while connecting, so that many callers make one connection.
     connecting: tokio::sync::Mutex<()>,
+    /// The connections of threads that make their requests themselves (`direct`).
+    own: direct::Owner,
 }
 
 #[derive(Default)]
@@ -535,7 +540,7 @@ impl Reconnecting {
 
     async fn request<T>(
         &self,
-        send: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>,
+        send: impl AsyncFnOnce(&mut Conn) -> redis::RedisResult<T>,
     ) -> redis::RedisResult<T> {
         self.request_within(self.response_timeout, send).await
     }
@@ -544,9 +549,13 @@ impl Reconnecting {
     async fn request_within<T>(
         &self,
         limit: Duration,
-        send: impl AsyncFnOnce(&mut MultiplexedConnection) -> redis::RedisResult<T>,
+        send: impl AsyncFnOnce(&mut Conn) -> redis::RedisResult<T>,
     ) -> redis::RedisResult<T> {
-        let (generation, mut conn) = self.get().await.map_err(to_redis_error)?;
+        if direct::active() {
+            return self.request_directly(limit, send).await;
+        }
+        let (generation, conn) = self.get().await.map_err(to_redis_error)?;
+        let mut conn = Conn::Shared(conn);
         match tokio::time::timeout(limit, send(&mut conn)).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => {
@@ -563,8 +572,46 @@ impl Reconnecting {
         }
     }
 
+    /// [`Reconnecting::request_within`] over this thread's own connection (see `direct`),
+    /// with `limit` as its read and write timeouts.
+    async fn request_directly<T>(
+        &self,
+        limit: Duration,
+        send: impl AsyncFnOnce(&mut Conn) -> redis::RedisResult<T>,
+    ) -> redis::RedisResult<T> {
+        let conn = match self.own.take() {
+            Some((conn, timeout)) if timeout == limit => conn,
+            Some((conn, _)) => with_timeouts(conn, limit)?,
+            None => {
+                let client = self.nodes.client(self.connect_timeout).await;
+                let client = client.map_err(to_redis_error)?;
+                with_timeouts(
+                    client.get_connection_with_timeout(self.connect_timeout)?,
+                    limit,
+                )?
+            }
+        };
+        let mut conn = Conn::Direct(direct::Blocking(conn));
+        let outcome = send(&mut conn).await;
+        let Conn::Direct(direct::Blocking(conn)) = conn else {
+            unreachable!("a direct request keeps its connection")
+        };
+        match outcome {
+            Err(e) if e.is_timeout() => {
+                tracing::warn!(?limit, "no reply from Redis in time; connection replaced");
+                Err(reply_lost(limit))
+            }
+            Err(e) if connection_is_spent(&e) => Err(e),
+            outcome => {
+                self.own.put(conn, limit);
+                outcome
+            }
+        }
+    }
+
     fn close(&self) {
         self.state.lock().expect("connection state").conn = None;
+        self.own.close();
     }
 }
 
@@ -595,6 +642,50 @@ fn to_redis_error(e: Error) -> RedisError {
     };
     RedisError::from(std::io::Error::new(kind, e.to_string()))
 }
+
+/// A synchronous connection with `limit` as its read and write timeouts.
+fn with_timeouts(
+    conn: redis::Connection,
+    limit: Duration,
+) -> redis::RedisResult<redis::Connection> {
+    conn.set_read_timeout(Some(limit))?;
+    conn.set_write_timeout(Some(limit))?;
+    Ok(conn)
+}
+
+/// The connection of one request to a single server: the shared multiplexed one, or the
+/// calling thread's own (`direct`).
+enum Conn {
+    Shared(MultiplexedConnection),
+    Direct(direct::Blocking),
+}
+
+/// `impl ConnectionLike` for an enum of connections: each request goes to the one its
+/// variant holds.
+macro_rules! one_of {
+    ($ty:ident { $($variant:ident),* }) => {
+        impl ConnectionLike for $ty {
+            fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+                match self { $($ty::$variant(c) => c.req_packed_command(cmd),)* }
+            }
+
+            fn req_packed_commands<'a>(
+                &'a mut self,
+                pipeline: &'a Pipeline,
+                offset: usize,
+                count: usize,
+            ) -> RedisFuture<'a, Vec<Value>> {
+                match self { $($ty::$variant(c) => c.req_packed_commands(pipeline, offset, count),)* }
+            }
+
+            fn get_db(&self) -> i64 {
+                match self { $($ty::$variant(c) => c.get_db(),)* }
+            }
+        }
+    };
+}
+
+one_of!(Conn { Shared, Direct });
 
 /// The multiplexed command connection.
 #[derive(Clone)]
@@ -642,33 +733,7 @@ pub(crate) enum Dedicated {
     Cluster(ClusterConnection),
 }
 
-impl ConnectionLike for Dedicated {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Dedicated::Single(c) => c.req_packed_command(cmd),
-            Dedicated::Cluster(c) => c.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Dedicated::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Dedicated::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Dedicated::Single(c) => c.get_db(),
-            Dedicated::Cluster(c) => c.get_db(),
-        }
-    }
-}
+one_of!(Dedicated { Single, Cluster });
 
 /// The connections of one client. Cheap to clone.
 #[derive(Clone)]
@@ -757,6 +822,7 @@ impl Connection {
                 response_timeout: opts.response_timeout,
                 state: Mutex::new(ReconnectState::default()),
                 connecting: tokio::sync::Mutex::new(()),
+                own: direct::Owner::new(),
             });
             // Connect now, so that a wrong URL or password fails `connect`.
             commands.get().await?;

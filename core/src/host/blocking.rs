@@ -27,6 +27,8 @@ impl Wake for Unpark {
 
 /// Polls `fut` on this thread, inside `runtime`'s context, until it is ready, for up to
 /// `slice`: None when the slice ran out first (poll again later with the same `fut`).
+/// Requests `fut` makes to one server are written and read by this thread itself, over a
+/// connection of its own (`connection::direct`), unless they are in a `consume`.
 ///
 /// Not the runtime's `block_on` with a timer: registering a timer earlier than the
 /// runtime's next one wakes a runtime thread, once per call. After each poll that is not
@@ -34,6 +36,14 @@ impl Wake for Unpark {
 /// often comes within that, and waking a parked thread (a futex, on a VM an interrupt to
 /// an idle CPU) costs more.
 pub fn poll_for<F: Future + ?Sized>(
+    runtime: &tokio::runtime::Handle,
+    fut: Pin<&mut F>,
+    slice: Duration,
+) -> Option<F::Output> {
+    crate::connection::on_this_thread(|| poll_in(runtime, fut, slice))
+}
+
+fn poll_in<F: Future + ?Sized>(
     runtime: &tokio::runtime::Handle,
     mut fut: Pin<&mut F>,
     slice: Duration,

@@ -106,6 +106,17 @@ impl ReliableQueue {
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: std::fmt::Display + Send + 'static,
     {
+        // Its requests run concurrently: never over a host's calling thread's own
+        // connection, even when a blocking call polls this (`connection::direct`).
+        crate::connection::Indirect(self.consume_loop(handler, concurrency)).await
+    }
+
+    async fn consume_loop<F, Fut, E>(&self, handler: F, concurrency: usize) -> Result<()>
+    where
+        F: Fn(Delivery) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
         if concurrency == 0 || concurrency > MAX_RECEIVE {
             return Err(Error::invalid(format!(
                 "concurrency must be between 1 and {MAX_RECEIVE}, got {concurrency}"

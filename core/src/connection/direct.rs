@@ -1,0 +1,171 @@
+//! Requests written and read by the thread that waits for them.
+//!
+//! A host's blocking call (`host::blocking::poll_for`) polls its core future on the
+//! calling thread. Sent through the multiplexed connection, each request of it costs four
+//! thread switches: the caller wakes the connection's task on a runtime thread, which
+//! writes, is woken by the reply and wakes the caller. Inside such a call ([`on_this_thread`])
+//! a request to one server goes instead over the calling thread's own connection, which
+//! that thread writes and reads itself, as a synchronous client does: two switches, the
+//! server's. (A blocking offer from Python: about 1.5x the multiplexed path; see
+//! docs/bindings.md.)
+//!
+//! Each thread keeps one connection per client ([`Owner`]), opened on first use, replaced
+//! after an I/O error or a late reply like the multiplexed one, and closed by the next
+//! direct request of that thread once its client closed (or by the thread's exit). A long
+//! loop that a blocking call polls (`consume`) is wrapped in [`Indirect`]: its requests run
+//! concurrently, so they go through the multiplexed connection.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+thread_local! {
+    /// Whether this thread is inside a host's blocking call (and not in an [`Indirect`]).
+    static ACTIVE: Cell<bool> = const { Cell::new(false) };
+    /// This thread's connections, one per live client that used one here.
+    static OWN: RefCell<Vec<Own>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A thread's connection of one client, and the read timeout it has now.
+struct Own {
+    owner: Arc<AtomicBool>,
+    conn: Option<(redis::Connection, Duration)>,
+}
+
+/// Marks one client's connections on every thread: closed, each is dropped at its
+/// thread's next direct request.
+pub(super) struct Owner(Arc<AtomicBool>);
+
+impl Owner {
+    pub(super) fn new() -> Owner {
+        Owner(Arc::new(AtomicBool::new(false)))
+    }
+
+    pub(super) fn close(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Takes this thread's connection out (None: there is none yet), dropping the
+    /// connections of closed clients on the way.
+    pub(super) fn take(&self) -> Option<(redis::Connection, Duration)> {
+        OWN.with_borrow_mut(|own| {
+            own.retain(|o| !o.owner.load(Ordering::Acquire));
+            let mine = own.iter_mut().find(|o| Arc::ptr_eq(&o.owner, &self.0))?;
+            mine.conn.take()
+        })
+    }
+
+    /// Puts this thread's connection back after a request that left it usable.
+    pub(super) fn put(&self, conn: redis::Connection, read_timeout: Duration) {
+        if self.is_closed() {
+            return;
+        }
+        OWN.with_borrow_mut(|own| {
+            let conn = Some((conn, read_timeout));
+            match own.iter_mut().find(|o| Arc::ptr_eq(&o.owner, &self.0)) {
+                Some(mine) => mine.conn = conn,
+                None => own.push(Own {
+                    owner: self.0.clone(),
+                    conn,
+                }),
+            }
+        })
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Whether a request made now may go over this thread's own connection.
+pub(super) fn active() -> bool {
+    ACTIVE.get()
+}
+
+/// Runs `f` (a host's blocking call polling a core future) with the requests of that
+/// future made directly by this thread.
+pub fn on_this_thread<R>(f: impl FnOnce() -> R) -> R {
+    let _restore = Set(ACTIVE.replace(true));
+    f()
+}
+
+/// Restores [`ACTIVE`] when dropped (also when `f` panics).
+struct Set(bool);
+
+impl Drop for Set {
+    fn drop(&mut self) {
+        ACTIVE.set(self.0);
+    }
+}
+
+/// A future whose requests go through the multiplexed connection even when a host's
+/// blocking call polls it: a loop of concurrent requests (`consume`).
+pub struct Indirect<F>(pub F);
+
+impl<F: Future> Future for Indirect<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let _restore = Set(ACTIVE.replace(false));
+        // SAFETY: the inner future is never moved out of its pin.
+        unsafe { self.map_unchecked_mut(|s| &mut s.0) }.poll(cx)
+    }
+}
+
+/// A synchronous connection used as an async one: each request is written and its reply
+/// read at once, inside the poll, by the polling thread.
+pub(super) struct Blocking(pub redis::Connection);
+
+impl ConnectionLike for Blocking {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let reply = redis::ConnectionLike::req_command(&mut self.0, cmd);
+        Box::pin(std::future::ready(reply))
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        let packed = pipeline.get_packed_pipeline();
+        let replies =
+            redis::ConnectionLike::req_packed_commands(&mut self.0, &packed, offset, count);
+        Box::pin(std::future::ready(replies))
+    }
+
+    fn get_db(&self) -> i64 {
+        redis::ConnectionLike::get_db(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_blocking_call_outside_an_indirect_future_requests_directly() {
+        assert!(!active());
+        let inside = on_this_thread(|| {
+            let mut indirect = std::pin::pin!(Indirect(async { active() }));
+            let waker = std::task::Waker::noop();
+            let polled = indirect.as_mut().poll(&mut Context::from_waker(waker));
+            (active(), polled)
+        });
+        assert_eq!(inside, (true, Poll::Ready(false)));
+        assert!(!active(), "restored after the call");
+    }
+}
