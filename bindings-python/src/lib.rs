@@ -49,6 +49,7 @@ fn _delayq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reliable_queue::Delivery>()?;
     m.add_class::<runtime::Pending>()?;
     m.add_class::<runtime::Completer>()?;
+    m.add_class::<runtime::Reply>()?;
     m.add_function(wrap_pyfunction!(pack_entry, m)?)?;
     m.add_function(wrap_pyfunction!(unpack_entry, m)?)?;
     m.add_function(wrap_pyfunction!(offer_script_source, m)?)?;

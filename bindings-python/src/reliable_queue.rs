@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use delayq::bridge::replying;
 use delayq::handover::Handover;
 use pyo3::call::PyCallArgs;
 use pyo3::prelude::*;
@@ -143,35 +144,25 @@ calls! { ReliableQueue(q) {
         self.0.lost_leases()
     }
 
-    /// Core's `consume`, each handler run in a worker thread, or as a coroutine on the
-    /// caller's event loop when awaited.
+    /// Core's `consume`, each handler run in a worker thread, or as a task on the caller's
+    /// event loop when awaited.
     fn consume(&self, py: Python<'_>, aio: Aio<'_>, handler: Py<PyAny>, concurrency: Obj<'_>) -> R {
         let concurrency = count(&concurrency, "concurrency")?;
         let (q, handler) = (self.0.clone(), Arc::new(handler));
-        // (A PyErr is described with the GIL.)
-        if aio.is_none() {
-            let call = move |d| {
-                let handler = handler.clone();
-                let called = tokio::task::spawn_blocking(move || {
-                    exit::attach(|py| handler.call1(py, (delivery(d),)).map(drop).map_err(|e| e.to_string()))
-                        .unwrap_or_else(exit::exiting)
-                });
-                async move { called.await.map_err(|e| e.to_string())? }
-            };
+        if let Some(completer) = &aio {
+            // The loop runs each handler as a task and reports its outcome.
+            let on_loop = completer.clone().unbind();
+            let call = replying(move |d, reply| on_loop.get().handle(handler.clone(), d, reply));
             return run(py, aio, async move { q.consume(call, concurrency).await });
         }
-        let locals = pyo3_async_runtimes::tokio::get_current_locals(py)?;
+        // (A PyErr is described with the GIL.)
         let call = move |d| {
-            let fut = exit::attach(|py| {
-                let coro = handler.bind(py).call1((delivery(d),));
-                coro.and_then(|c| pyo3_async_runtimes::into_future_with_locals(&locals, c))
-                    .map_err(|e| e.to_string())
+            let handler = handler.clone();
+            let called = tokio::task::spawn_blocking(move || {
+                exit::attach(|py| handler.call1(py, (delivery(d),)).map(drop).map_err(|e| e.to_string()))
+                    .unwrap_or_else(exit::exiting)
             });
-            // Polling it may enter Python, and so may describing a PyErr.
-            let run = async move {
-                fut.unwrap_or_else(exit::exiting)?.await.map(drop).map_err(|e| e.to_string())
-            };
-            async move { exit::GATE.polled(run).await.unwrap_or_else(exit::exiting) }
+            async move { called.await.map_err(|e| e.to_string())? }
         };
         run(py, aio, async move { q.consume(call, concurrency).await })
     }

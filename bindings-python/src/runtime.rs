@@ -5,10 +5,13 @@
 //!
 //! An awaited call wakes its task without entering Python from the runtime: its waiter is
 //! queued on the completer (core's [`Wakeup`]), which writes a byte to a socket the loop
-//! watches once per batch; the loop's reader then sets every waiter queued. So a runtime
-//! thread never waits for the GIL, and nothing enters Python while the interpreter exits.
+//! watches once per batch; the loop's reader then sets every waiter queued. An awaited
+//! `consume` hands its deliveries to the loop the same way, and the loop's task reports
+//! each handler's outcome ([`Reply`]). So a runtime thread never waits for the GIL, and
+//! nothing enters Python while the interpreter exits.
 
 use std::future::Future;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use delayq::handover::{Claim, Handover, Plain, Taken, TakenValue};
@@ -29,9 +32,14 @@ const SLICE: Duration = Duration::from_millis(50);
 /// What a native call returns.
 pub type R = PyResult<Py<PyAny>>;
 
-/// The runtime of every client (pyo3-async-runtimes').
+/// The runtime of every client. No runtime thread ever enters Python.
 pub fn runtime() -> &'static tokio::runtime::Runtime {
-    pyo3_async_runtimes::tokio::get_runtime()
+    static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+        let mut rt = tokio::runtime::Builder::new_multi_thread();
+        let rt = rt.enable_all().thread_name("delayq").build();
+        rt.expect("cannot start the delayq runtime")
+    });
+    &RUNTIME
 }
 
 /// An object of the Python layer, `delayq._api.<name>(*args)` (a data class, a Delivery).
@@ -233,7 +241,7 @@ impl Pending {
         let event_loop = &completer.get().event_loop;
         let waiter = event_loop.call_method0(py, intern!(py, "create_future"))?;
         let (completer, wake) = (completer.unbind(), waiter.clone_ref(py));
-        h.on_ready(move || completer.get().waiters.push(wake));
+        h.on_ready(move || completer.get().queued.push(Queued::Waiter(wake)));
         let call = Box::new(h);
         Ok(Pending { call, waiter })
     }
@@ -254,30 +262,66 @@ impl Pending {
     }
 }
 
-/// The waiters of one event loop's calls that returned, queued from any thread without
-/// the GIL; the loop reads `fileno()` and sets the waiters `drain()` gives.
+/// What a loop's reader is handed: the waiter of a call that returned, or a delivery for
+/// an awaited `consume`'s handler, with where its outcome goes.
+pub enum Queued {
+    Waiter(Py<PyAny>),
+    Handle(Arc<Py<PyAny>>, delayq::Delivery, delayq::bridge::Reply),
+}
+
+/// What one event loop is handed, queued from any thread without the GIL; the loop reads
+/// `fileno()` and takes what `drain()` gives: waiters to set, and `(handler, delivery,
+/// reply)` to run as tasks.
 #[pyclass(frozen)]
 pub struct Completer {
     event_loop: Py<PyAny>,
-    waiters: Wakeup<Py<PyAny>>,
+    queued: Wakeup<Queued>,
+}
+
+impl Completer {
+    /// Queues a delivery for `handler` on this loop.
+    pub fn handle(
+        &self,
+        handler: Arc<Py<PyAny>>,
+        d: delayq::Delivery,
+        reply: delayq::bridge::Reply,
+    ) {
+        self.queued.push(Queued::Handle(handler, d, reply));
+    }
 }
 
 #[pymethods]
 impl Completer {
     #[new]
     fn new(event_loop: Py<PyAny>) -> PyResult<Completer> {
-        let waiters = Wakeup::new()?;
-        Ok(Completer {
-            event_loop,
-            waiters,
-        })
+        let queued = Wakeup::new()?;
+        Ok(Completer { event_loop, queued })
     }
 
     fn fileno(&self) -> i32 {
-        self.waiters.fd()
+        self.queued.fd()
     }
 
-    fn drain(&self) -> Vec<Py<PyAny>> {
-        self.waiters.drain()
+    fn drain(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        let each = |q| match q {
+            Queued::Waiter(waiter) => Ok(waiter),
+            Queued::Handle(handler, d, reply) => {
+                (handler.clone_ref(py), delivery(d), Reply(reply)).into_py_any(py)
+            }
+        };
+        self.queued.drain().into_iter().map(each).collect()
+    }
+}
+
+/// Where an awaited `consume` handler's outcome goes: `send(None)` acks, `send(failure)`
+/// nacks; the first report counts, and one never sent nacks.
+#[pyclass(frozen)]
+pub struct Reply(delayq::bridge::Reply);
+
+#[pymethods]
+impl Reply {
+    #[pyo3(signature = (failure))]
+    fn send(&self, failure: Option<String>) {
+        self.0.send(failure.map_or(Ok(()), Err));
     }
 }

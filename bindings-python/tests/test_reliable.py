@@ -89,6 +89,41 @@ def test_consume_acks_and_retries(url: str, name: str) -> None:
         assert sorted(a for p, a in seen if int(p) % 10 == 0) == [1] * 5 + [2] * 5
 
 
+def test_asyncio_consume_runs_handlers_on_the_loop_and_retries_failures(
+    url: str, name: str
+) -> None:
+    async def main() -> None:
+        async with delayq.asyncio.Client(url) as client:
+            q = client.reliable_queue(name, backoff=[0.05])
+            await q.offer_all([(str(i), 0) for i in range(30)])
+            loop_thread = threading.get_ident()
+            seen: list[tuple[bytes, int]] = []
+            threads: set[int] = set()
+            done = asyncio.Event()
+
+            async def handler(d: delayq.asyncio.Delivery) -> None:
+                threads.add(threading.get_ident())
+                seen.append((d.payload, d.attempt))
+                if len(seen) == 33:
+                    done.set()
+                await asyncio.sleep(0)
+                if int(d.payload) % 10 == 0 and d.attempt == 1:
+                    raise RuntimeError("first attempt fails")
+
+            task = asyncio.ensure_future(q.consume(handler, concurrency=4))
+            await asyncio.wait_for(done.wait(), 20)
+            await q.aclose(deadline=5)
+            await asyncio.wait_for(task, 10)
+            assert threads == {loop_thread}
+            assert sorted({p for p, _ in seen}) == sorted(str(i).encode() for i in range(30))
+            retried = sorted(p for p, a in seen if a == 2)
+            assert retried == [b"0", b"10", b"20"]
+            stats = await client.reliable_queue(name).stats()
+            assert (stats.ready, stats.in_flight, stats.dead) == (0, 0, 0)
+
+    asyncio.run(main())
+
+
 def test_asyncio_reliable_and_consume(url: str, name: str) -> None:
     async def main() -> None:
         async with delayq.asyncio.Client(url) as client:

@@ -9,7 +9,8 @@ A native call made for an event loop queues its waiter (a future of the loop) on
 loop's ``Completer`` once core's call returned, without entering Python; the loop reads
 the completer's socket and sets every waiter queued (``_wake``). The awaiting task then
 claims the outcome. Cancelled, closed or dropped before, the call is given up (core gives
-back what it took).
+back what it took). An awaited ``consume`` queues its deliveries there too; each runs its
+handler as a task (``_handle``).
 """
 
 from __future__ import annotations
@@ -66,11 +67,32 @@ _completers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _delayq.Comple
 _last: tuple[object, Any] = (None, None)
 
 
+_handling: set[asyncio.Task[None]] = set()
+
+
 def _wake(completer: _delayq.Completer) -> None:
-    """The loop's reader of ``completer``: sets the waiters of the calls that returned."""
-    for waiter in completer.drain():
-        if not waiter.done():  # done already: the task was cancelled
-            waiter.set_result(None)
+    """The loop's reader of ``completer``: sets the waiters of the calls that returned, and
+    starts a task for each delivery an awaited ``consume`` handed over."""
+    for item in completer.drain():
+        if type(item) is tuple:
+            task = asyncio.ensure_future(_handle(*item))
+            _handling.add(task)  # (the loop keeps only a weak reference)
+            task.add_done_callback(_handling.discard)
+        elif not item.done():  # done already: the task was cancelled
+            item.set_result(None)
+
+
+async def _handle(handler: Callable[[Any], Awaitable[Any]], delivery: Any, reply: Any) -> None:
+    """Runs an awaited ``consume``'s handler and reports its outcome to core: returned
+    (ack) or raised (nack; a ``BaseException`` is raised on after that)."""
+    try:
+        await handler(delivery)
+    except BaseException as e:
+        reply.send(f"{type(e).__name__}: {e}")
+        if not isinstance(e, Exception):
+            raise
+    else:
+        reply.send(None)
 
 
 def loop() -> _delayq.Completer:

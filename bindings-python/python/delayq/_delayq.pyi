@@ -22,6 +22,7 @@ __all__ = [
     "Delivery",
     "Pending",
     "ReliableQueue",
+    "Reply",
     "TakeIter",
     "metrics_json",
     "offer_script_source",
@@ -47,6 +48,10 @@ class Completer:
     def __new__(cls, event_loop: Any) -> Completer: ...
     def fileno(self) -> int: ...
     def drain(self) -> list[Any]: ...
+
+@final
+class Reply:
+    def send(self, failure: Optional[str]) -> None: ...
 
 @final
 class Pending:
