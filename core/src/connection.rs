@@ -551,7 +551,8 @@ impl Reconnecting {
         limit: Duration,
         send: impl AsyncFnOnce(&mut Conn) -> redis::RedisResult<T>,
     ) -> redis::RedisResult<T> {
-        if direct::active() {
+        let (direct, _in_flight) = self.own.start();
+        if direct {
             return self.request_directly(limit, send).await;
         }
         let (generation, conn) = self.get().await.map_err(to_redis_error)?;
