@@ -68,7 +68,7 @@ impl Client {
                 runtime,
                 token,
                 subscriber,
-                consumer: format!("delayq-{:016x}", rand::random::<u64>()),
+                consumer: format!("delayq-{:016x}", crate::random::random::<u64>()),
                 schedulers: Mutex::new(HashMap::new()),
             }),
         })

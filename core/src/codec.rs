@@ -25,7 +25,7 @@ impl std::error::Error for CodecError {}
 
 /// A fresh random id for an entry.
 pub fn random_id() -> [u8; ID_LEN] {
-    rand::random()
+    crate::random::random()
 }
 
 /// Packs `id` and `value` the way `struct.pack('Bc0Lc0', ...)` does.

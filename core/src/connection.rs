@@ -8,7 +8,9 @@
 //! - Commands and scripts go over one multiplexed connection ([`Reconnecting`]). A reply
 //!   that does not come within the response timeout marks the connection dead; the next
 //!   request opens a fresh one. A request is never sent twice by this layer: its outcome
-//!   is unknown, and the caller gets a `connection` error that says so.
+//!   is unknown, and the caller gets a `connection` error that says so. A host's blocking
+//!   call sends its requests over its thread's own connection instead, under the same
+//!   rules, when nothing else of the client is in flight (`direct`).
 //! - Blocking commands (`BLPOP`, `XREADGROUP BLOCK`) get dedicated connections; the queue
 //!   code splits long waits into server-side waits of a few seconds, each with a client-side
 //!   deadline (see `handle.rs`).

@@ -375,8 +375,8 @@ impl DelayedQueue {
 fn hex_token() -> String {
     format!(
         "{:016x}{:016x}",
-        rand::random::<u64>(),
-        rand::random::<u64>()
+        crate::random::random::<u64>(),
+        crate::random::random::<u64>()
     )
 }
 

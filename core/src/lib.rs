@@ -31,6 +31,7 @@ pub mod keys;
 pub mod logs;
 pub mod metrics;
 mod pubsub;
+pub mod random;
 mod reliable_queue;
 mod scheduler;
 mod scripts;

@@ -229,7 +229,7 @@ impl Backoff {
             Backoff::Exponential { base, max } => {
                 let exp = attempt.saturating_sub(1).min(40);
                 let full = base.saturating_mul(1u32 << exp.min(31)).min(*max);
-                let jitter: f64 = rand::random::<f64>() * 0.5 + 0.5;
+                let jitter: f64 = crate::random::random::<f64>() * 0.5 + 0.5;
                 full.mul_f64(jitter)
             }
             Backoff::Schedule(delays) => {
@@ -518,7 +518,7 @@ fn check_shard_key(key: &str) -> Result<()> {
 }
 
 fn random_hex16() -> String {
-    format!("{:016x}", rand::random::<u64>())
+    format!("{:016x}", crate::random::random::<u64>())
 }
 
 /// A call of a reliable script on the keys of one queue (or shard).
@@ -1344,7 +1344,7 @@ impl ReliableQueue {
             Some(d) => delay_to_millis(d)? as i64,
             None => -1,
         };
-        let jitter = 0.5 + rand::random::<f64>() * 0.5;
+        let jitter = 0.5 + crate::random::random::<f64>() * 0.5;
         let keys = self.shard_keys(shard);
         let mut call = invocation_on(&keys, &scripts::RELIABLE_NACK);
         call.key(&keys.channel)

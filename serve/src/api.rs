@@ -437,7 +437,7 @@ async fn offer(
     // message exists (a delay of 0 could otherwise reach a worker first).
     let id = match (&req.id, &callback) {
         (Some(id), _) => Some(id.clone()),
-        (None, Some(_)) => Some(format!("wh-{:032x}", rand::random::<u128>())),
+        (None, Some(_)) => Some(format!("wh-{:032x}", delayq::random::random::<u128>())),
         (None, None) => None,
     };
     if let (Some(url), Some(id)) = (&callback, &id) {
@@ -617,7 +617,7 @@ async fn receive(
     let deliveries = got
         .into_iter()
         .map(|d| {
-            let delivery_id = format!("{:032x}", rand::random::<u128>());
+            let delivery_id = format!("{:032x}", delayq::random::random::<u128>());
             let json = DeliveryJson {
                 delivery_id: delivery_id.clone(),
                 id: d.id.clone(),

@@ -6,14 +6,15 @@
 //! writes, is woken by the reply and wakes the caller. Inside such a call ([`on_this_thread`])
 //! a request to one server goes instead over the calling thread's own connection, which
 //! that thread writes and reads itself, as a synchronous client does: two switches, the
-//! server's. (A blocking offer from Python: about 1.5x the multiplexed path; see
-//! docs/bindings.md.)
+//! server's. (Blocking offers one at a time: 14k-16k a second instead of 9k-10k in a Rust
+//! probe here; from Python 1.7-2.5x redis-py instead of 1.4-1.7x; docs/python.md.)
 //!
 //! A request goes direct only when no other request of its client is in flight: many
 //! threads at once are better served by the multiplexed connection, which pipelines them.
 //! Each thread keeps one connection per client ([`Owner`]), opened on first use, replaced
 //! after an I/O error or a late reply like the multiplexed one, and closed by the next
-//! direct request of that thread once its client closed (or by the thread's exit). A long
+//! direct request of that thread once its client closed (or by the thread's exit). A
+//! process forked from the one that opened it opens its own (the socket is shared). A long
 //! loop that a blocking call polls (`consume`) is wrapped in [`Indirect`]: its requests run
 //! concurrently, so they go through the multiplexed connection.
 
@@ -38,6 +39,9 @@ thread_local! {
 /// A thread's connection of one client, and the read timeout it has now.
 struct Own {
     owner: Arc<AtomicBool>,
+    /// The process that opened it: a child forked since shares its socket with the
+    /// parent, and must not read the parent's replies.
+    pid: u32,
     conn: Option<(redis::Connection, Duration)>,
 }
 
@@ -76,8 +80,8 @@ impl Owner {
     /// Counts a request in; whether it goes over this thread's own connection: inside a
     /// host's blocking call, when no other request of the client is in flight. Requests of
     /// many threads at once go together over the multiplexed connection instead, which
-    /// writes them in one go and Redis answers in one pass: with 16 JVM threads offering,
-    /// a connection each gave a third fewer offers a second.
+    /// writes them in one go and Redis answers in one pass (with 16 JVM threads offering,
+    /// a connection each gave fewer offers a second in most rounds).
     pub(super) fn start(&self) -> (bool, InFlight<'_>) {
         let others = self.in_flight.fetch_add(1, Ordering::AcqRel);
         (active() && others == 0, InFlight(&self.in_flight))
@@ -87,7 +91,8 @@ impl Owner {
     /// connections of closed clients on the way.
     pub(super) fn take(&self) -> Option<(redis::Connection, Duration)> {
         OWN.with_borrow_mut(|own| {
-            own.retain(|o| !o.owner.load(Ordering::Acquire));
+            let pid = std::process::id();
+            own.retain(|o| !o.owner.load(Ordering::Acquire) && o.pid == pid);
             let mine = own
                 .iter_mut()
                 .find(|o| Arc::ptr_eq(&o.owner, &self.closed))?;
@@ -106,6 +111,7 @@ impl Owner {
                 Some(mine) => mine.conn = conn,
                 None => own.push(Own {
                     owner: self.closed.clone(),
+                    pid: std::process::id(),
                     conn,
                 }),
             }
