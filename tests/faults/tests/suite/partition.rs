@@ -84,6 +84,15 @@ fn check_timed_call<T: std::fmt::Debug>(
     }
 }
 
+/// A client through the proxy whose commands wait 2 s for a reply.
+async fn client_with_2s_replies(env: &Proxied) -> Client {
+    let mut opts = ClientOptions::new(env.proxy.url());
+    opts.response_timeout = Duration::from_secs(2);
+    Client::connect_with(opts)
+        .await
+        .expect("connect through the proxy")
+}
+
 /// Blocking calls with a timeout (`take(2 s)`, `receive(2 s)`) and a command under a 2 s
 /// response timeout (`size`) return within their time plus the margin during a silent
 /// partition; after it, values offered directly are taken through the proxy within the
@@ -93,11 +102,7 @@ fn check_timed_call<T: std::fmt::Debug>(
 async fn partition_calls_with_a_timeout_return_in_time() {
     let fault = "partition-timeout-calls";
     let env = Proxied::start().await;
-    let mut opts = ClientOptions::new(env.proxy.url());
-    opts.response_timeout = Duration::from_secs(2);
-    let client = Client::connect_with(opts)
-        .await
-        .expect("connect through the proxy");
+    let client = client_with_2s_replies(&env).await;
     let direct = Client::connect(&env.redis.url())
         .await
         .expect("connect directly");
@@ -604,5 +609,101 @@ async fn partition_of_the_subscriber_is_detected_and_it_resubscribes() {
             ("reconcile_s", "60".to_owned()),
         ],
     );
+    checks.finish(fault);
+}
+
+/// A host's blocking call (`poll_for` on a thread of its own, as Python's and the JVM's
+/// blocking calls run) makes its requests over that thread's own connection: through a
+/// silent partition a command under a 2 s response timeout returns within its time plus
+/// the margin with a timeout or connection error, and after the heal the thread's next
+/// calls answer correctly (the connection kept through the partition was not reused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "fault suite: run by scripts/test-faults.sh"]
+async fn partition_of_a_blocking_call_on_its_own_connection_returns_in_time() {
+    use std::sync::mpsc;
+    let fault = "partition-blocking-call";
+    let env = Proxied::start().await;
+    let client = client_with_2s_replies(&env).await;
+    let q = client
+        .delayed_queue_with("pb-probe", no_scheduler())
+        .unwrap();
+    let mut checks = Checks::default();
+
+    // The host's thread: each message is a call to make; it answers with the outcome.
+    type Outcome = (Duration, Option<delayq::Result<Option<i64>>>);
+    let (calls, todo) = mpsc::channel::<Option<Duration>>();
+    let (done, outcomes) = mpsc::channel::<Outcome>();
+    let (handle, clock) = (tokio::runtime::Handle::current(), env.clock);
+    let host = std::thread::spawn(move || {
+        // None: `size()`; Some(delay): an offer that far ahead, answered with the delay
+        // its due time shows (an answer meant for another call shows as a wrong one).
+        for call in todo {
+            let started = Instant::now();
+            let before = clock.now_ms();
+            let fut = async {
+                match call {
+                    None => q.size().await.map(|n| Some(n as i64)),
+                    Some(d) => q.offer("probe", d).await.map(|due| Some(due - before)),
+                }
+            };
+            let mut fut = std::pin::pin!(fut);
+            let out = delayq::host::blocking::poll_for(&handle, fut.as_mut(), HUNG);
+            if done.send((started.elapsed(), out)).is_err() {
+                return;
+            }
+        }
+    });
+    let ask = |call| {
+        calls.send(call).unwrap();
+        outcomes.recv().unwrap()
+    };
+    let warm = tokio::task::block_in_place(|| ask(None));
+    checks.check(
+        matches!(warm.1, Some(Ok(_))),
+        format!("the blocking call before the partition gave {:?}", warm.1),
+    );
+
+    env.proxy.partition();
+    let two = Duration::from_secs(2);
+    let during = tokio::task::block_in_place(|| ask(None));
+    check_timed_call(
+        &mut checks,
+        "a blocking size() with a 2 s response timeout",
+        two,
+        &during,
+    );
+    env.proxy.heal();
+    let healed = Instant::now();
+
+    // After the heal the thread's calls answer correctly, each its own answer.
+    let mut answered = None;
+    for n in 1u64.. {
+        let delay = Duration::from_secs(3600 * n);
+        let (_, out) = tokio::task::block_in_place(|| ask(Some(delay)));
+        if let Some(Ok(Some(shown))) = out {
+            if (shown - delay.as_millis() as i64).abs() < 2000 {
+                answered = Some(healed.elapsed());
+                break;
+            }
+        }
+        if healed.elapsed() > DETECT + SLACK {
+            break;
+        }
+    }
+    drop(calls);
+    let _ = host.join();
+    checks.check(
+        answered.is_some(),
+        format!(
+            "the blocking thread's calls did not answer correctly within {:?} of the heal",
+            DETECT + SLACK
+        ),
+    );
+    let total = Tally::new(env.clock).summary();
+    let extra = [
+        ("size_ms", ms(during.1.as_ref().map(|_| during.0))),
+        ("answered_ms", ms(answered)),
+    ];
+    report(fault, &total, Some(during.0), answered, &extra);
     checks.finish(fault);
 }
