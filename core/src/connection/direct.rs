@@ -39,9 +39,9 @@ thread_local! {
 /// A thread's connection of one client, and the read timeout it has now.
 struct Own {
     owner: Arc<AtomicBool>,
-    /// The process that opened it: a child forked since shares its socket with the
-    /// parent, and must not read the parent's replies.
-    pid: u32,
+    /// `random::forks()` when it was opened: a child forked since shares its socket with
+    /// the parent, and must not read the parent's replies.
+    forks: u64,
     conn: Option<(redis::Connection, Duration)>,
 }
 
@@ -91,8 +91,8 @@ impl Owner {
     /// connections of closed clients on the way.
     pub(super) fn take(&self) -> Option<(redis::Connection, Duration)> {
         OWN.with_borrow_mut(|own| {
-            let pid = std::process::id();
-            own.retain(|o| !o.owner.load(Ordering::Acquire) && o.pid == pid);
+            let forks = crate::random::forks();
+            own.retain(|o| !o.owner.load(Ordering::Acquire) && o.forks == forks);
             let mine = own
                 .iter_mut()
                 .find(|o| Arc::ptr_eq(&o.owner, &self.closed))?;
@@ -111,7 +111,7 @@ impl Owner {
                 Some(mine) => mine.conn = conn,
                 None => own.push(Own {
                     owner: self.closed.clone(),
-                    pid: std::process::id(),
+                    forks: crate::random::forks(),
                     conn,
                 }),
             }
