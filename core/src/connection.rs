@@ -124,7 +124,8 @@ pub struct Durability {
 pub struct ClientOptions {
     /// One URL (`redis://[user:pass@]host:port/db`, `rediss://...`, `redis+unix:///path`,
     /// `redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER_NAME[/db]`), or
-    /// several seed URLs of a Redis Cluster.
+    /// several seed URLs of a Redis Cluster. `redis://` and `rediss://` URLs also take
+    /// `?db=`, `?username=` (`user`) and `?password=` (`pass`), as redis-py does.
     pub urls: Vec<String>,
     /// Treat `urls` as seeds of a Redis Cluster (implied when there is more than one URL).
     pub cluster: bool,
@@ -280,12 +281,46 @@ fn install_tls_provider() {
 }
 
 /// A node client for `url`, with keepalive and the TLS options.
+/// What redis-rs makes of `url`, with the query parameters a redis-py user passes in a
+/// `redis://` or `rediss://` URL too (`db`, `username`/`user`, `password`/`pass`), which
+/// redis-rs reads only from `redis+unix://` ones. An unknown parameter is refused rather
+/// than ignored (a misspelt `?db=` would write to database 0).
+fn connection_info(url: &str) -> Result<redis::ConnectionInfo> {
+    const UNKNOWN_PARAM: &str =
+        "unknown query parameter (known: db, username, password, protocol, insecure)";
+    let bad = |why: &dyn std::fmt::Display| {
+        Error::invalid(format!("bad Redis URL {}: {why}", redact_url(url)))
+    };
+    let info = url.into_connection_info().map_err(|e| bad(&e))?;
+    let parsed = match url::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "redis" | "rediss") => u,
+        _ => return Ok(info.set_tcp_settings(tcp_settings())),
+    };
+    let in_path = !parsed.path().trim_matches('/').is_empty();
+    let mut redis = info.redis_settings().clone();
+    for (key, value) in parsed.query_pairs() {
+        redis = match key.as_ref() {
+            "db" => match value.parse::<i64>() {
+                Ok(db) if in_path && db != redis.db() => {
+                    return Err(bad(&"two database numbers, in the path and in ?db="))
+                }
+                Ok(db) => redis.set_db(db),
+                Err(_) => return Err(bad(&"db must be a database number")),
+            },
+            "username" | "user" => redis.set_username(value),
+            "password" | "pass" => redis.set_password(value),
+            "protocol" | "insecure" => redis,
+            _ => return Err(bad(&UNKNOWN_PARAM)),
+        };
+    }
+    Ok(info
+        .set_redis_settings(redis)
+        .set_tcp_settings(tcp_settings()))
+}
+
 fn node_client(url: &str, certs: Option<&redis::TlsCertificates>) -> Result<redis::Client> {
     let bad = |e: RedisError| Error::invalid(format!("bad Redis URL {}: {e}", redact_url(url)));
-    let info = url
-        .into_connection_info()
-        .map_err(bad)?
-        .set_tcp_settings(tcp_settings());
+    let info = connection_info(url)?;
     match certs {
         Some(certs) if url.starts_with("rediss:") => {
             redis::Client::build_with_tls(info, certs.clone()).map_err(bad)
@@ -588,10 +623,19 @@ impl Reconnecting {
             None => {
                 let client = self.nodes.client(self.connect_timeout).await;
                 let client = client.map_err(to_redis_error)?;
-                with_timeouts(
-                    client.get_connection_with_timeout(self.connect_timeout)?,
-                    limit,
-                )?
+                let opened = client.get_connection_with_timeout(self.connect_timeout);
+                let conn = opened.map_err(|e| {
+                    self.nodes.rotate();
+                    match e.is_timeout() {
+                        // As the multiplexed connection says it (not "os error 11").
+                        true => to_redis_error(Error::Timeout(format!(
+                            "no answer from Redis within {:?} to connect",
+                            self.connect_timeout
+                        ))),
+                        false => e,
+                    }
+                })?;
+                with_timeouts(conn, limit)?
             }
         };
         let mut conn = Conn::Direct(direct::Blocking(conn));
@@ -763,6 +807,16 @@ impl Connection {
                 "connect and response timeouts must be positive",
             ));
         }
+        if let Some(d) = &opts.durability {
+            // WAIT takes whole milliseconds; a longer wait than any delay is a mistake.
+            crate::delay::delay_to_millis(d.timeout).map_err(|_| {
+                Error::invalid(format!(
+                    "durability timeout of {:?} is too long: at most {} ms",
+                    d.timeout,
+                    crate::delay::MAX_DELAY_MS
+                ))
+            })?;
+        }
         for url in &opts.urls {
             check_url(url)?;
             if url.starts_with("rediss:") {
@@ -785,8 +839,13 @@ impl Connection {
             ));
         }
         let (commands, nodes, cluster) = if cluster_mode {
+            let seeds: Vec<_> = opts
+                .urls
+                .iter()
+                .map(|u| connection_info(u))
+                .collect::<Result<_>>()?;
             let builder = || {
-                let b = ClusterClient::builder(opts.urls.iter().map(String::as_str))
+                let b = ClusterClient::builder(seeds.clone())
                     .connection_timeout(opts.connect_timeout)
                     .tcp_settings(tcp_settings());
                 match &certs {
@@ -827,8 +886,12 @@ impl Connection {
                 connecting: tokio::sync::Mutex::new(()),
                 own: direct::Owner::new(),
             });
-            // Connect now, so that a wrong URL or password fails `connect`.
-            commands.get().await?;
+            // Connect now, so that a wrong URL or password fails `connect`. A server that
+            // wants a password the URL lacks accepts the connection: ask it something.
+            let (_, mut conn) = commands.get().await?;
+            let ping = redis::cmd("PING");
+            let pong = ping.query_async::<Value>(&mut conn);
+            with_timeout(opts.response_timeout, "to PING", pong).await?;
             (Commands::Single(commands), nodes, None)
         };
         Ok(Connection {
@@ -863,7 +926,7 @@ impl Connection {
             return Ok(call.invoke_async(&mut self.commands()).await?);
         };
         let wait = durability_command(&d);
-        let limit = self.opts.response_timeout + d.timeout;
+        let limit = self.opts.response_timeout.saturating_add(d.timeout);
         let (value, confirmed) = match &self.commands {
             Commands::Single(r) => {
                 r.request_within(limit, async |c| {

@@ -98,6 +98,7 @@ impl From<redis::RedisError> for Error {
             return Error::Timeout(msg);
         }
         if e.is_io_error()
+            || e.code() == Some("NOAUTH") // no password given to a server that wants one
             || e.is_connection_dropped()
             || e.is_connection_refusal()
             || e.is_unrecoverable_error()

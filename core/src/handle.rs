@@ -110,11 +110,11 @@ impl Handle {
         BackFut: Future<Output = ()> + Send + 'static,
     {
         self.check_open()?;
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let deadline = timeout.map(instant_after);
         let conn = self.client.inner.conn.clone();
         // The first connection is had here, so that a dead server fails the call at once.
         let first = conn
-            .dedicated(timeout.map_or(Duration::MAX, |t| t + REPLY_MARGIN))
+            .dedicated(timeout.map_or(Duration::MAX, |t| t.saturating_add(REPLY_MARGIN)))
             .await?;
         let (tx, rx) = oneshot::channel();
         let give_back = Arc::new(give_back);
@@ -159,6 +159,15 @@ impl Handle {
             _ = self.token.cancelled() => closed(),
         }
     }
+}
+
+/// The farthest deadline kept: a longer timeout (a caller's `Duration::MAX`, a Python
+/// `take(2**62)`) waits as if it had none, instead of overflowing the clock.
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// The instant `d` from now, at most [`FOREVER`] ahead.
+pub(crate) fn instant_after(d: Duration) -> Instant {
+    Instant::now() + d.min(FOREVER)
 }
 
 /// The longest server-side wait of one blocking command.

@@ -244,6 +244,11 @@ impl Backoff {
             Backoff::Exponential { base, max } => {
                 delay_to_millis(*base)?;
                 delay_to_millis(*max)?;
+                if base > max {
+                    return Err(Error::invalid(format!(
+                        "an exponential back-off's base ({base:?}) is longer than its max ({max:?}; default {BACKOFF_MAX:?})"
+                    )));
+                }
             }
             Backoff::Schedule(delays) => {
                 if delays.is_empty() {
@@ -360,6 +365,9 @@ pub struct Delivery {
     /// When the message came due (server Unix ms).
     pub due_at: i64,
     deadline: Arc<AtomicI64>,
+    /// Set once an ack, nack or release of this delivery (or a clone) got its reply, so
+    /// that `consume` does not settle what its handler settled itself.
+    ended: Arc<AtomicBool>,
     receipt: String,
     shard: u32,
     queue: ReliableQueue,
@@ -394,6 +402,7 @@ impl Delivery {
             .queue
             .ack_receipts(&[(&self.receipt, &self.id, self.shard)])
             .await?;
+        self.end();
         Ok(acked[0])
     }
 
@@ -401,9 +410,8 @@ impl Delivery {
     /// back-off for this attempt), or to the dead letters if this was its last attempt.
     /// Returns false when this delivery had already ended.
     pub async fn nack(&self, delay: Option<Duration>) -> Result<bool> {
-        self.queue
-            .nack(&self.receipt, self.shard, delay, true)
-            .await
+        let nacked = self.queue.nack(&self.receipt, self.shard, delay, true);
+        nacked.await.inspect(|_| self.end())
     }
 
     /// Moves the end of this delivery's lease to `duration` from now (SQS's
@@ -430,9 +438,19 @@ impl Delivery {
     /// not hand it over. Returns false when this delivery had already ended. Works on a
     /// closed handle too.
     pub async fn release(&self) -> Result<bool> {
-        self.queue
-            .give_back(&self.receipt, self.shard, Some(Duration::ZERO), false)
-            .await
+        let given = self
+            .queue
+            .give_back(&self.receipt, self.shard, Some(Duration::ZERO), false);
+        given.await.inspect(|_| self.end())
+    }
+
+    fn end(&self) {
+        self.ended.store(true, Ordering::Release);
+    }
+
+    /// Whether an ack, nack or release of this delivery (or of a clone) was answered.
+    pub(crate) fn has_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
     }
 
     /// The receipt of this delivery (the stream entry id), for logs.
@@ -1272,8 +1290,9 @@ impl ReliableQueue {
             .map(|d| (d.receipt.as_str(), d.id.as_str(), d.shard))
             .collect();
         let mut out = Vec::with_capacity(pairs.len());
-        for chunk in pairs.chunks(1000) {
+        for (chunk, ds) in pairs.chunks(1000).zip(deliveries.chunks(1000)) {
             out.extend(self.ack_receipts(chunk).await?);
+            ds.iter().for_each(Delivery::end);
         }
         Ok(out)
     }
@@ -1739,6 +1758,7 @@ fn parse_entries(entries: Vec<Value>, queue: &ReliableQueue, shard: u32) -> Resu
             attempt: 1,
             due_at: 0,
             deadline: Arc::new(AtomicI64::new(0)),
+            ended: Arc::default(),
             receipt,
             shard,
             queue: queue.clone(),

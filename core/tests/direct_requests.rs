@@ -143,3 +143,34 @@ fn a_late_reply_fails_the_call_within_the_response_timeout_and_the_next_one_reco
     assert!(values.iter().any(|v| v.as_slice() == b"before"));
     client.close();
 }
+
+#[test]
+fn a_connection_opened_while_the_server_stalls_fails_in_the_connect_timeout_and_says_so() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    let opts = ClientOptions {
+        response_timeout: Duration::from_millis(300),
+        connect_timeout: Duration::from_millis(500),
+        ..ClientOptions::new(server.url())
+    };
+    let client = rt.block_on(Client::connect_with(opts)).unwrap();
+    let q = client.delayed_queue_with("stall", no_scheduler()).unwrap();
+    block(&rt, q.offer("before", Duration::from_secs(60))).unwrap();
+
+    let frozen = server.freeze();
+    // The first call loses its reply; the next one opens a connection the kernel accepts
+    // but nothing answers on.
+    let lost = block(&rt, q.offer("lost", Duration::from_secs(60))).unwrap_err();
+    assert_eq!(lost.kind(), ErrorKind::Connection, "{lost}");
+    let started = Instant::now();
+    let opening = block(&rt, q.offer("opening", Duration::from_secs(60))).unwrap_err();
+    let waited = started.elapsed();
+    assert_eq!(opening.kind(), ErrorKind::Timeout, "{opening}");
+    assert!(opening.to_string().contains("to connect"), "{opening}");
+    assert!(
+        waited < Duration::from_millis(1500),
+        "failed after {waited:?}"
+    );
+    drop(frozen);
+    client.close();
+}

@@ -24,7 +24,6 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tokio::time::Instant;
 
 use super::{Delivery, ReliableQueue, MAX_RECEIVE};
 use crate::error::{Error, ErrorKind, Result};
@@ -235,7 +234,7 @@ impl ReliableQueue {
             if queue.inner.handle.is_closed() {
                 return Ok(());
             }
-            let until = Instant::now() + deadline;
+            let until = crate::handle::instant_after(deadline);
             *queue.inner.graceful_deadline.lock().expect("deadline lock") = Some(until);
             queue.inner.stopping.cancel();
             // Each consume call returns once it settled its handlers (or gave them up at
@@ -324,6 +323,8 @@ async fn worker<F, Fut, E>(
         *current.lock().expect("slot lock") = Some(delivery.clone());
         let outcome = run_leased(&queue, &delivery, handler(delivery.clone()), visibility).await;
         let settled = match outcome {
+            // The handler acked or nacked it itself (to choose a retry delay, say).
+            _ if delivery.has_ended() => Ok(true),
             Ok(Ok(())) => {
                 acker.ack(delivery.clone());
                 Ok(true)
@@ -388,6 +389,7 @@ fn keep_leased(
         loop {
             match delivery.extend(visibility).await {
                 Ok(true) => {}
+                Ok(false) if delivery.has_ended() => return, // settled by its handler
                 Ok(false) => {
                     tracing::warn!(queue = %queue.name(), id = %delivery.id, "lease lost while its handler runs: the message may be processed again");
                     return;

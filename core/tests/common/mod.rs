@@ -145,6 +145,26 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// Stops the server process (SIGSTOP) until the guard is dropped (SIGCONT): the kernel
+    /// still accepts connections, but nothing answers on them.
+    #[allow(dead_code, reason = "not every test binary freezes its server")]
+    pub fn freeze(&self) -> impl Drop {
+        struct Thaw(u32);
+        impl Drop for Thaw {
+            fn drop(&mut self) {
+                let _ = Command::new("kill")
+                    .args(["-CONT", &self.0.to_string()])
+                    .status();
+            }
+        }
+        let pid = self.child.as_ref().expect("running").id();
+        let stopped = Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status();
+        assert!(stopped.expect("kill").success());
+        Thaw(pid)
+    }
+
     /// Runs redis-cli against this server and returns its stdout.
     pub fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
