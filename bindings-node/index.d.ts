@@ -102,10 +102,21 @@ export interface ReliableStats {
 
 /** A value: bytes, or a string (UTF-8). Values come out as Buffers. */
 export type Value = Buffer | Uint8Array | string
-/** A delay, timeout or duration in milliseconds (a number or a bigint, everywhere). */
+/**
+ * A delay, timeout or duration in milliseconds (a number or a bigint, everywhere). A
+ * fractional delay rounds up to the next whole millisecond (a message is never due earlier
+ * than asked); a queue option rounds to the nearest; a timeout keeps its fraction.
+ */
 export type Millis = number | bigint
 
-/** Every error has a stable `code`. */
+/**
+ * Every error has a stable `code`. A bad argument (a negative or overflowing delay, a value
+ * of the wrong type, an options object with a key it does not know) is
+ * `ERR_DELAYQ_INVALID_ARGUMENT` and never reaches Redis: thrown by the calls that return no
+ * Promise (`delayedQueue`, `reliableQueue`, `setLogger`, `packEntry`...), a rejection from
+ * those that do. Options objects name their keys exactly: a misspelt one (say
+ * `visibilityTimeout` for `visibilityTimeoutMs`) is refused, naming it and the known keys.
+ */
 export interface DelayqError extends Error {
   code:
     | 'ERR_DELAYQ_INVALID_ARGUMENT'
@@ -193,7 +204,10 @@ export interface ReliableQueueOptions extends DelayedQueueOptions {
 }
 
 export interface CloseOptions {
-  /** How long running `consume` handlers may take to finish before they are given up. */
+  /**
+   * How long running `consume` handlers may take to finish before they are given up
+   * (absent: close at once). `close(5000)` is short for `close({ deadlineMs: 5000 })`.
+   */
   deadlineMs?: Millis
 }
 
@@ -205,7 +219,7 @@ export declare class DelayedQueue {
    * offers on one handle go to Redis together (coalesced by the core), in the order of the calls.
    */
   offer(value: Value, delayMs: Millis): Promise<number>
-  /** Offers many `[value, delayMs]` pairs; resolves to their due times. */
+  /** Offers many `[value, delayMs]` pairs; resolves to their due times. Not a list: rejects. */
   offerAll(entries: Iterable<[Value, Millis] | { value: Value; delayMs: Millis }>): Promise<number[]>
   /** The number of entries still waiting. */
   size(): Promise<number>
@@ -264,6 +278,7 @@ export declare class ReliableQueue {
    * and when it is due (`dueAt`, server Unix ms; absent when de-duplicated).
    */
   offerWithOutcome(payload: Value, delayMs?: Millis, idOrOptions?: string | OfferOptions): Promise<OfferOutcome>
+  /** Offers many messages in one round trip; resolves to their ids. Not a list: rejects. */
   offerAll(messages: Iterable<ReliableOffer>): Promise<string[]>
   /** Like `offerAll`; an outcome per message, in order. */
   offerAllWithOutcome(messages: Iterable<ReliableOffer>): Promise<OfferOutcome[]>
@@ -298,9 +313,11 @@ export declare class ReliableQueue {
   close(): void
   /**
    * The graceful close: consumers stop receiving, running handlers get up to `deadlineMs`
-   * to finish and are acked or nacked, prefetched deliveries go back, then the handle closes.
+   * (a bare number or bigint of ms, or `{ deadlineMs }`) to finish and are acked or
+   * nacked, prefetched deliveries go back, then the handle closes. A bad deadline rejects
+   * with `ERR_DELAYQ_INVALID_ARGUMENT` and leaves the handle open.
    */
-  close(options: CloseOptions): Promise<void>
+  close(deadlineMs: Millis | CloseOptions): Promise<void>
 }
 
 /** One message of `offerAll`. */

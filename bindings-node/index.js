@@ -70,6 +70,22 @@ function toList(list, what, convert) {
   return Array.from(list, convert);
 }
 
+/**
+ * Every options object goes through here: absent (undefined or null) gives undefined; else
+ * it must be an object whose keys are all `known` (a misspelt option is refused, naming
+ * it, rather than silently ignored).
+ */
+function optionsObject(options, what, known) {
+  if (options === undefined || options === null) return undefined;
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw invalid(`${what} must be an object, not ${typeName(options)}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (!known.includes(key)) throw invalid(`${what}: unknown option '${key}' (known: ${known.join(', ')})`);
+  }
+  return options;
+}
+
 const MS_OPTIONS = [
   'visibilityTimeoutMs',
   'backoffBaseMs',
@@ -78,11 +94,23 @@ const MS_OPTIONS = [
   'idempotencyRetentionMs',
   'reconcileIntervalMs',
 ];
+const DELAYED_OPTIONS = ['scheduler', 'reconcileIntervalMs'];
+const RELIABLE_OPTIONS = [
+  ...DELAYED_OPTIONS,
+  'visibilityTimeoutMs',
+  'maxAttempts',
+  'backoffMs',
+  'backoffBaseMs',
+  'backoffMaxMs',
+  'shards',
+  'deadLetterRetentionMs',
+  'idempotencyRetentionMs',
+  'updateSettings',
+];
 
 /** Queue options with their milliseconds type-checked (core checks the values). */
-function queueOptions(options) {
-  if (options === undefined || options === null) return undefined;
-  if (typeof options !== 'object') throw invalid(`options must be an object, not ${typeName(options)}`);
+function queueOptions(options, what, known) {
+  if (optionsObject(options, what, known) === undefined) return undefined;
   const o = { ...options };
   for (const key of MS_OPTIONS) {
     if (o[key] !== undefined && o[key] !== null) o[key] = toDelay(o[key], key);
@@ -98,18 +126,27 @@ function queueOptions(options) {
 
 /** Connection options with the durability option's numbers converted. */
 function clientOptions(options) {
-  const d = options && options.durability;
-  if (!d || typeof d !== 'object') return options;
+  if (optionsObject(options, 'connect options', ['cluster', 'tls', 'durability']) === undefined) return undefined;
+  optionsObject(options.tls, 'tls options', ['caFile', 'certFile', 'keyFile']);
+  const d = optionsObject(options.durability, 'durability options', ['replicas', 'aof', 'timeoutMs']);
+  if (d === undefined) return options;
   const durability = { ...d };
   if (d.replicas !== undefined && d.replicas !== null) durability.replicas = toCount(d.replicas, 'durability.replicas');
   if (d.timeoutMs !== undefined && d.timeoutMs !== null) durability.timeoutMs = toDelay(d.timeoutMs, 'durability.timeoutMs');
   return { ...options, durability };
 }
 
+/** An item of offerAll: an array, or an object (whose fields `fields` names). */
+function entry(e, fields) {
+  if (Array.isArray(e)) return e;
+  if (e === null || typeof e !== 'object') throw invalid(`an entry of offerAll must be an array or an object, not ${typeName(e)}`);
+  return fields.map((f) => e[f]);
+}
+
 /** `[payload, delayMs?, id?, shardKey?]` or `{ payload, delayMs?, id?, shardKey? }` items of offerAll. */
 function reliableEntries(messages) {
-  return Array.from(messages, (m) => {
-    const [payload, delayMs, id, shardKey] = Array.isArray(m) ? m : [m.payload, m.delayMs, m.id, m.shardKey];
+  return toList(messages, 'messages', (m) => {
+    const [payload, delayMs, id, shardKey] = entry(m, ['payload', 'delayMs', 'id', 'shardKey']);
     return [toBuffer(payload, 'payload'), toDelay(delayMs ?? 0), toOptionalId(id), toOptionalShardKey(shardKey)];
   });
 }
@@ -159,6 +196,7 @@ function toOptionalShardKey(key) {
 /** The third argument of offer: an id, or `{ id?, shardKey? }`. */
 function offerOptions(idOrOptions) {
   if (idOrOptions !== null && typeof idOrOptions === 'object' && !Array.isArray(idOrOptions)) {
+    optionsObject(idOrOptions, 'offer options', ['id', 'shardKey']);
     return [toOptionalId(idOrOptions.id), toOptionalShardKey(idOrOptions.shardKey)];
   }
   return [toOptionalId(idOrOptions), undefined];
@@ -195,8 +233,8 @@ function sync(fn) {
 
 /** Splits `(timeoutMs?, options?)` or `({ timeoutMs, signal })`. */
 function waitOptions(a, b) {
-  if (a !== null && typeof a === 'object') return { timeoutMs: a.timeoutMs, signal: a.signal };
-  return { timeoutMs: a, signal: b && b.signal };
+  if (a !== null && typeof a === 'object') return optionsObject(a, 'wait options', ['timeoutMs', 'signal']);
+  return { timeoutMs: a, signal: (optionsObject(b, 'wait options', ['signal']) || {}).signal };
 }
 
 function abortError() {
@@ -253,8 +291,8 @@ class DelayedQueue {
   }
 
   async offerAll(entries) {
-    const list = Array.from(entries, (e) => {
-      const [value, delayMs] = Array.isArray(e) ? e : [e.value, e.delayMs];
+    const list = toList(entries, 'entries', (e) => {
+      const [value, delayMs] = entry(e, ['value', 'delayMs']);
       return [toBuffer(value), toDelay(delayMs)];
     });
     return call(() => this._inner.offerAll(list));
@@ -298,7 +336,8 @@ class DelayedQueue {
   }
 
   /** Values as they come due; ends when a take times out (`timeoutMs`), or never. */
-  async *values(options = {}) {
+  async *values(options) {
+    options = optionsObject(options, 'values options', ['timeoutMs', 'signal']) || {};
     for (;;) {
       const value = await this.take(options.timeoutMs, { signal: options.signal });
       if (value === null) return;
@@ -461,9 +500,10 @@ class ReliableQueue {
    * were settled), or when `signal` aborts (then deliveries not settled come back after
    * their lease ends).
    */
-  async consume(handler, concurrency = 1, options = {}) {
+  async consume(handler, concurrency = 1, options) {
     if (typeof handler !== 'function') throw invalid('handler must be a function');
     const n = toCount(concurrency, 'concurrency');
+    const { signal } = optionsObject(options, 'consume options', ['signal']) || {};
     // Called by core's consume (through the native pump) with a native delivery; reports
     // the handler's outcome back with `finish` (null: ack; a description: nack).
     // No Promise of our own around the handler's: one less allocation and tick a message.
@@ -486,7 +526,7 @@ class ReliableQueue {
       }
     };
     try {
-      await waiting(options.signal, (id) => this._inner.consume(id, run, n));
+      await waiting(signal, (id) => this._inner.consume(id, run, n));
     } catch (err) {
       if (err.code === 'ABORT_ERR') return;
       throw err;
@@ -494,7 +534,8 @@ class ReliableQueue {
   }
 
   /** Deliveries as they come; ends when a receive times out (`timeoutMs`), or never. */
-  async *deliveries(options = {}) {
+  async *deliveries(options) {
+    options = optionsObject(options, 'deliveries options', ['timeoutMs', 'signal']) || {};
     for (;;) {
       const d = await this.receive(options.timeoutMs, { signal: options.signal });
       if (d === null) return;
@@ -503,21 +544,22 @@ class ReliableQueue {
   }
 
   /**
-   * `close()` closes this handle at once. `close({ deadlineMs })` returns a Promise: the
-   * graceful close (consumers stop receiving, running handlers get up to `deadlineMs` to
-   * finish and are settled, prefetched deliveries go back, then the handle closes).
+   * `close()` closes this handle at once. `close(deadlineMs)` or `close({ deadlineMs })`
+   * returns a Promise: the graceful close (consumers stop receiving, running handlers get
+   * up to `deadlineMs` to finish and are settled, prefetched deliveries go back, then the
+   * handle closes).
    */
-  close(options) {
-    if (options === undefined) {
+  close(deadline) {
+    if (deadline === undefined) {
       this._inner.close();
       return undefined;
     }
-    return this._closeGracefully(options);
+    return this._closeGracefully(deadline);
   }
 
-  async _closeGracefully(options) {
-    if (options === null || typeof options !== 'object') throw invalid(`options must be an object, not ${typeName(options)}`);
-    const { deadlineMs } = options;
+  async _closeGracefully(deadline) {
+    if (deadline === null) throw invalid('close takes a deadline in ms or { deadlineMs }, not null');
+    const { deadlineMs } = typeof deadline === 'object' ? optionsObject(deadline, 'close options', ['deadlineMs']) : { deadlineMs: deadline };
     if (deadlineMs === undefined || deadlineMs === null) {
       this._inner.close();
       return;
@@ -540,13 +582,13 @@ class Client {
 
   delayedQueue(name, options) {
     const n = toName(name);
-    const o = queueOptions(options);
+    const o = queueOptions(options, 'delayedQueue options', DELAYED_OPTIONS);
     return new DelayedQueue(sync(() => this._inner.delayedQueue(n, o)));
   }
 
   reliableQueue(name, options) {
     const n = toName(name);
-    const o = queueOptions(options);
+    const o = queueOptions(options, 'reliableQueue options', RELIABLE_OPTIONS);
     return new ReliableQueue(sync(() => this._inner.reliableQueue(n, o)));
   }
 
@@ -571,11 +613,12 @@ const connect = (url, options) => Client.connect(url, options);
  * `setLogger(null)` stops. The hook never keeps the process alive. `DEBUG=delayq` or
  * `DELAYQ_LOG=<level>` in the environment prints them to stderr from the start.
  */
-function setLogger(hook, options = {}) {
+function setLogger(hook, options) {
   if (hook !== null && typeof hook !== 'function') throw invalid('the logger must be a function or null');
+  const o = optionsObject(options, 'setLogger options', ['level']) || {};
   const report = (err) => process.nextTick(() => { throw err; });
   const safe = hook && ((level, target, message) => { try { hook({ level, target, message }); } catch (err) { report(err); } });
-  sync(() => native.setLogger(safe || undefined, options.level));
+  sync(() => native.setLogger(safe || undefined, o.level));
 }
 
 const envLevel = process.env.DELAYQ_LOG || (/(^|[\s,])delayq(:\*|\*)?($|[\s,])|^\*$/.test(process.env.DEBUG || '') ? 'debug' : '');

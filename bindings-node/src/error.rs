@@ -46,7 +46,7 @@ impl<T> IntoJs<T> for delayq::Result<T> {
     }
 }
 
-/// A delay in milliseconds: whole, finite, not negative.
+/// A delay in milliseconds: finite, not negative; a fraction rounds up.
 pub fn delay(ms: f64) -> Result<Duration> {
     delay::delay_from_millis_f64(ms).js()
 }
@@ -73,7 +73,5 @@ pub fn opt_count<T: TryFrom<u64>>(n: Option<f64>, what: &str) -> Result<Option<T
 
 /// A timeout in milliseconds (fractions allowed), or none for no limit.
 pub fn timeout(ms: Option<f64>) -> Result<Option<Duration>> {
-    ms.map(|ms| delay::timeout_from_secs_f64(ms / 1000.0))
-        .transpose()
-        .js()
+    ms.map(delay::timeout_from_millis_f64).transpose().js()
 }

@@ -36,16 +36,12 @@ pub fn delay_from_millis(ms: i64) -> Result<Duration> {
     Ok(d)
 }
 
-/// A delay from milliseconds as a float (JavaScript numbers): finite, non-negative, whole.
+/// A delay from milliseconds as a float (JavaScript numbers): finite and non-negative; a
+/// fraction rounds up to the next whole millisecond, so that nothing is delivered early.
 pub fn delay_from_millis_f64(ms: f64) -> Result<Duration> {
     if !ms.is_finite() {
         return Err(Error::invalid(format!(
             "delay must be a finite number, got {ms}"
-        )));
-    }
-    if ms.fract() != 0.0 {
-        return Err(Error::invalid(format!(
-            "delay must be whole milliseconds, got {ms}"
         )));
     }
     if ms < 0.0 {
@@ -53,12 +49,12 @@ pub fn delay_from_millis_f64(ms: f64) -> Result<Duration> {
             "delay must not be negative, got {ms} ms"
         )));
     }
-    if ms > MAX_DELAY_MS as f64 {
+    if ms.ceil() > MAX_DELAY_MS as f64 {
         return Err(Error::invalid(format!(
             "delay of {ms} ms overflows: at most {MAX_DELAY_MS} ms"
         )));
     }
-    Ok(Duration::from_millis(ms as u64))
+    Ok(Duration::from_millis(ms.ceil() as u64))
 }
 
 /// A delay from seconds as a float (Python): finite and non-negative.
@@ -93,6 +89,23 @@ pub fn timeout_from_secs_f64(secs: f64) -> Result<Duration> {
     }
     Duration::try_from_secs_f64(secs)
         .map_err(|_| Error::invalid(format!("timeout of {secs} s overflows")))
+}
+
+/// A timeout from milliseconds as a float (JavaScript numbers): fractions allowed, finite
+/// and non-negative. The messages name no language's way to wait forever.
+pub fn timeout_from_millis_f64(ms: f64) -> Result<Duration> {
+    if ms.is_nan() || ms < 0.0 {
+        return Err(Error::invalid(format!(
+            "timeout must be a non-negative number of milliseconds, got {ms}"
+        )));
+    }
+    if ms.is_infinite() {
+        return Err(Error::invalid(
+            "timeout must be finite; pass no timeout to wait forever",
+        ));
+    }
+    Duration::try_from_secs_f64(ms / 1000.0)
+        .map_err(|_| Error::invalid(format!("timeout of {ms} ms overflows")))
 }
 
 /// A timeout from signed milliseconds.
@@ -218,8 +231,6 @@ mod tests {
         assert_eq!(delay_to_millis(Duration::from_micros(1500)).unwrap(), 2);
         assert!(delay_to_millis(Duration::MAX).is_err());
         assert!(delay_from_millis(-1).is_err());
-        assert!(delay_from_millis_f64(f64::NAN).is_err());
-        assert!(delay_from_millis_f64(1.5).is_err());
         assert!(delay_from_millis_f64(-0.0).is_ok());
         assert!(delay_from_secs_f64(f64::INFINITY).is_err());
         assert!(delay_from_secs_f64(-0.5).is_err());
@@ -228,6 +239,47 @@ mod tests {
             Duration::from_millis(1500)
         );
         assert!(delay_from_secs_f64(1e300).is_err());
+    }
+
+    #[test]
+    fn fractional_millis_round_up_and_bad_ones_are_refused() {
+        let ms = Duration::from_millis;
+        assert_eq!(delay_from_millis_f64(1.5).unwrap(), ms(2));
+        assert_eq!(delay_from_millis_f64(0.0001).unwrap(), ms(1));
+        assert_eq!(delay_from_millis_f64(2.0).unwrap(), ms(2));
+        let max = MAX_DELAY_MS as f64;
+        assert_eq!(delay_from_millis_f64(max).unwrap(), ms(MAX_DELAY_MS));
+        assert!(delay_from_millis_f64(max - 0.5).is_ok());
+        for bad in [
+            f64::NAN,
+            -0.5,
+            -1.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            max + 1.0,
+            1e300,
+        ] {
+            let err = delay_from_millis_f64(bad).unwrap_err();
+            assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument, "{bad}");
+        }
+    }
+
+    #[test]
+    fn timeouts_from_millis_f64_speak_milliseconds() {
+        assert_eq!(
+            timeout_from_millis_f64(1.5).unwrap(),
+            Duration::from_micros(1500)
+        );
+        assert_eq!(timeout_from_millis_f64(-0.0).unwrap(), Duration::ZERO);
+        let err = timeout_from_millis_f64(-1.0).unwrap_err().to_string();
+        assert!(err.contains("milliseconds, got -1"), "{err}");
+        assert!(timeout_from_millis_f64(f64::NAN).is_err());
+        let err = timeout_from_millis_f64(f64::INFINITY)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("pass no timeout to wait forever"), "{err}");
+        let err = timeout_from_millis_f64(1e300).unwrap_err().to_string();
+        assert!(err.ends_with(" ms overflows"), "{err}");
     }
 
     #[test]

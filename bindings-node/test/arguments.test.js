@@ -1,0 +1,232 @@
+'use strict';
+// Arguments: bare close deadlines, offerAll of something not a list, fractional delays,
+// timeout messages in milliseconds, unknown option keys. A refused call has the
+// invalid-argument code and writes nothing to Redis.
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const delayq = require('..');
+const { startRedis, queueName } = require('./helpers');
+
+const INVALID = { code: 'ERR_DELAYQ_INVALID_ARGUMENT' };
+
+let redis;
+let client;
+before(async () => {
+  redis = await startRedis();
+  client = await delayq.Client.connect(redis.url);
+});
+after(() => {
+  client.close();
+  redis.stop();
+});
+
+/** Nothing of the queue `name` is in Redis. */
+function nothingWritten(name) {
+  assert.equal(redis.cli('KEYS', `*${name}*`), '', `keys of ${name}`);
+}
+
+/** 'pending' if `p` has not settled within `ms`, else 'settled'. */
+function settledWithin(p, ms) {
+  return Promise.race([p.then(() => 'settled', () => 'settled'), new Promise((r) => setTimeout(() => r('pending'), ms))]);
+}
+
+test('close(ms) takes a bare deadline (number or bigint) like close({ deadlineMs })', async () => {
+  const name = queueName();
+  const q = client.reliableQueue(name, { visibilityTimeoutMs: 60_000 });
+  await q.offer('slow', 0);
+  let started;
+  const startedP = new Promise((r) => {
+    started = r;
+  });
+  // Released only after the close, so given up at the deadline. (A promise that nothing
+  // can settle any more is collected, and its handler counts as failed at once.)
+  let release;
+  const released = new Promise((r) => {
+    release = r;
+  });
+  const consumer = q.consume(async () => {
+    started();
+    await released;
+  }, 1);
+  await startedP;
+  const closing = q.close(500);
+  assert.ok(closing instanceof Promise);
+  assert.equal(await settledWithin(closing, 200), 'pending', 'close waits for the running handler');
+  await closing;
+  await consumer;
+  release();
+  await assert.rejects(q.stats(), { code: 'ERR_DELAYQ_CLOSED' });
+  const other = client.reliableQueue(name);
+  assert.equal((await other.stats()).inFlight, 0, 'the message given up went back');
+  other.close();
+
+  const big = client.reliableQueue(queueName());
+  await big.close(1000n);
+  await assert.rejects(big.stats(), { code: 'ERR_DELAYQ_CLOSED' });
+});
+
+test('close with a bad deadline rejects and leaves the handle open', async () => {
+  const name = queueName();
+  const q = client.reliableQueue(name);
+  for (const bad of [-1, -1n, NaN, Infinity, 2n ** 70n, '5000', true, null, { deadline: 5000 }, [5000]]) {
+    const closing = q.close(bad);
+    assert.ok(closing instanceof Promise, String(bad));
+    await assert.rejects(closing, INVALID, `close(${typeof bad} ${String(bad)})`);
+  }
+  await assert.rejects(q.close(-1), /timeout must be a non-negative number of milliseconds, got -1$/);
+  nothingWritten(name);
+  assert.deepEqual(await q.stats(), { delayed: 0, ready: 0, inFlight: 0, dead: 0 }, 'still open');
+  q.close();
+});
+
+test('offerAll of something not a list rejects on both queue kinds and writes nothing', async () => {
+  const dName = queueName();
+  const rName = queueName();
+  const dq = client.delayedQueue(dName, { scheduler: false });
+  const rq = client.reliableQueue(rName, { scheduler: false });
+  for (const bad of [5, {}, null, undefined, 'ab', true, 5n, { length: 1, 0: ['x', 0] }]) {
+    for (const q of [dq, rq]) {
+      let p;
+      assert.doesNotThrow(() => {
+        p = q.offerAll(bad);
+      }, 'a rejection, not a throw');
+      await assert.rejects(p, (e) => e.code === INVALID.code && /must be a list/.test(e.message), `offerAll(${typeof bad})`);
+    }
+    await assert.rejects(rq.offerAllWithOutcome(bad), INVALID);
+  }
+  for (const item of [null, 5, 'x', undefined]) {
+    await assert.rejects(dq.offerAll([['ok', 0], item]), INVALID, `entry ${String(item)}`);
+    await assert.rejects(rq.offerAll([['ok', 0], item]), INVALID, `entry ${String(item)}`);
+  }
+  nothingWritten(dName);
+  nothingWritten(rName);
+  // Any iterable but a string is a list.
+  assert.equal((await dq.offerAll(new Set([['a', 0]]))).length, 1);
+  assert.equal((await rq.offerAll((function* () { yield ['a', 0]; })())).length, 1);
+  dq.close();
+  rq.close();
+});
+
+test('a fractional delay rounds up to the next whole millisecond', async () => {
+  const name = queueName();
+  const dq = client.delayedQueue(name, { scheduler: false });
+  const rq = client.reliableQueue(queueName(), { scheduler: false });
+  const zset = `redisson_delay_queue_timeout:{${name}}`;
+  for (const [ms, whole] of [[1.5, 2], [0.0001, 1], [2.999, 3], [60_000.2, 60_001]]) {
+    const t0 = await client.serverTimeMs();
+    const due = await dq.offer(`v${ms}`, ms);
+    const { dueAt } = await rq.offerWithOutcome(`v${ms}`, ms);
+    const t1 = await client.serverTimeMs();
+    for (const d of [due, dueAt]) {
+      assert.ok(Number.isInteger(d) && d >= t0 + whole && d <= t1 + whole, `${ms} ms: due ${d}, server time ${t0}..${t1}`);
+    }
+    assert.ok(Number(redis.cli('ZCOUNT', zset, String(due), String(due))) >= 1, 'the stored due time is the one returned');
+  }
+  const [both] = await dq.offerAll([['all', 0.5]]);
+  assert.ok(Number.isInteger(both));
+  const rr = client.reliableQueue(queueName());
+  const id = await rr.offer('r', 3_600_000);
+  assert.equal(await rr.reschedule(id, 0.25), true);
+  const d = await rr.receive(5000);
+  assert.equal(d.id, id);
+  assert.equal(await d.extend(1000.5), true);
+  assert.equal(await d.nack(0.5), true);
+  dq.close();
+  rq.close();
+  rr.close();
+});
+
+test('NaN, negative, infinite and overflowing delays are still refused and write nothing', async () => {
+  const dName = queueName();
+  const rName = queueName();
+  const dq = client.delayedQueue(dName, { scheduler: false });
+  const rq = client.reliableQueue(rName, { scheduler: false });
+  for (const bad of [NaN, -0.5, -1, -Infinity, Infinity, 2 ** 50 + 0.5, 2 ** 60]) {
+    await assert.rejects(dq.offer('x', bad), INVALID, `offer(${bad})`);
+    await assert.rejects(dq.offerAll([['x', bad]]), INVALID);
+    await assert.rejects(rq.offer('x', bad), INVALID, `offer(${bad})`);
+    await assert.rejects(rq.offerAll([['x', bad]]), INVALID);
+    await assert.rejects(rq.reschedule('id', bad), INVALID);
+  }
+  nothingWritten(dName);
+  nothingWritten(rName);
+  dq.close();
+  rq.close();
+});
+
+test('timeout errors speak milliseconds and name no other language', async () => {
+  const dName = queueName();
+  const rName = queueName();
+  const dq = client.delayedQueue(dName);
+  const rq = client.reliableQueue(rName);
+  const waits = [(t) => dq.take(t), (t) => dq.take({ timeoutMs: t }), (t) => rq.receive(t), (t) => rq.receiveMany(1, t)];
+  for (const wait of waits) {
+    await assert.rejects(wait(-1), (e) => e.code === INVALID.code && /: timeout must be a non-negative number of milliseconds, got -1$/.test(e.message));
+    await assert.rejects(wait(-0.5), (e) => e.code === INVALID.code && /milliseconds, got -0\.5$/.test(e.message));
+    await assert.rejects(wait(Infinity), (e) => e.code === INVALID.code && /: timeout must be finite; pass no timeout to wait forever$/.test(e.message));
+    await assert.rejects(wait(NaN), (e) => e.code === INVALID.code && !/\bseconds|None/.test(e.message));
+  }
+  nothingWritten(dName);
+  nothingWritten(rName);
+  dq.close();
+  rq.close();
+});
+
+test('unknown option keys are refused, naming the key and the known ones', async () => {
+  const name = queueName();
+  const known = (key, ...names) => (e) =>
+    e.code === INVALID.code && e.message.includes(`'${key}'`) && names.every((n) => e.message.includes(n));
+  assert.throws(() => client.reliableQueue(name, { visibilityTimeout: 5000 }), known('visibilityTimeout', 'visibilityTimeoutMs', 'maxAttempts', 'updateSettings'));
+  assert.throws(() => client.reliableQueue(name, { visibilityTimeoutMs: 5000, backoff: [1] }), known('backoff', 'backoffMs'));
+  assert.throws(() => client.delayedQueue(name, { reconcileInterval: 50 }), known('reconcileInterval', 'reconcileIntervalMs', 'scheduler'));
+  assert.throws(() => client.delayedQueue(name, { maxAttempts: 3 }), known('maxAttempts', 'reconcileIntervalMs'), 'a reliable queue option');
+  assert.throws(() => client.reliableQueue(name, [1]), INVALID);
+
+  const q = client.reliableQueue(name, { scheduler: false });
+  const dq = client.delayedQueue(name, { scheduler: false });
+  await assert.rejects(q.receive({ timeout: 10 }), known('timeout', 'timeoutMs', 'signal'));
+  await assert.rejects(q.receive(10, { timeoutMs: 10 }), known('timeoutMs', 'signal'));
+  await assert.rejects(q.receiveMany(1, { timeout: 10 }), known('timeout', 'timeoutMs'));
+  await assert.rejects(dq.take({ timeout: 10 }), known('timeout', 'timeoutMs'));
+  await assert.rejects(dq.take(10, { sginal: null }), known('sginal', 'signal'));
+  await assert.rejects(dq.values({ timeout: 10 }).next(), known('timeout', 'timeoutMs'));
+  await assert.rejects(q.deliveries({ timeout: 10 }).next(), known('timeout', 'timeoutMs'));
+  await assert.rejects(q.consume(() => {}, 1, { sigal: null }), known('sigal', 'signal'));
+  await assert.rejects(q.offer('x', 0, { shard: 'a' }), known('shard', 'shardKey', 'id'));
+  await assert.rejects(q.close({ deadline: 10 }), known('deadline', 'deadlineMs'));
+  assert.throws(() => delayq.setLogger(null, { levl: 'debug' }), known('levl', 'level'));
+  nothingWritten(name);
+
+  // connect: refused before connecting.
+  const connections = () => Number(/total_connections_received:(\d+)/.exec(redis.cli('INFO', 'stats'))[1]);
+  const n0 = connections();
+  await assert.rejects(delayq.Client.connect(redis.url, { clustr: true }), known('clustr', 'cluster', 'tls', 'durability'));
+  await assert.rejects(delayq.connect(redis.url, { tls: { ca: 'x' } }), known('ca', 'caFile', 'certFile', 'keyFile'));
+  await assert.rejects(delayq.connect(redis.url, { durability: { replica: 1 } }), known('replica', 'replicas', 'aof', 'timeoutMs'));
+  await assert.rejects(delayq.connect(redis.url, 5), INVALID);
+  assert.equal(connections(), n0 + 1, 'no connection but redis-cli');
+
+  // Every known key is accepted.
+  client
+    .reliableQueue(queueName(), {
+      scheduler: false,
+      reconcileIntervalMs: 1000,
+      visibilityTimeoutMs: 30_000,
+      maxAttempts: 5,
+      backoffBaseMs: 1000,
+      backoffMaxMs: 600_000,
+      shards: 1,
+      deadLetterRetentionMs: 0,
+      idempotencyRetentionMs: 0,
+      updateSettings: false,
+    })
+    .close();
+  client.reliableQueue(queueName(), { backoffMs: [10] }).close();
+  client.delayedQueue(queueName(), { scheduler: false, reconcileIntervalMs: 1000 }).close();
+  const c = await delayq.connect(redis.url, { cluster: false, tls: {}, durability: { replicas: 0, aof: false, timeoutMs: 100 } });
+  c.close();
+  assert.equal(await q.receive({ timeoutMs: 1, signal: new AbortController().signal }), null);
+  assert.equal(await dq.take(1, { signal: undefined }), null);
+  q.close();
+  dq.close();
+});
