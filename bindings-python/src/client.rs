@@ -20,20 +20,19 @@ pub struct Client(
 
 /// A scheduler option of a queue handle (core's defaults for the rest).
 fn scheduler(enabled: bool, reconcile_interval: Obj<'_>) -> PyResult<delayq::SchedulerOptions> {
-    let reconcile_interval = convert::duration(&reconcile_interval)?;
-    Ok(delayq::bridge::scheduler(
-        Some(enabled),
-        Some(reconcile_interval),
-    ))
+    let interval = Some(convert::duration(&reconcile_interval)?);
+    Ok(delayq::bridge::scheduler(Some(enabled), interval))
 }
 
 /// The back-off of `Client.reliable_queue` (see `delayq::Backoff::from_parts`).
 fn backoff(
-    schedule: Option<Vec<Obj<'_>>>,
+    schedule: Option<Obj<'_>>,
     base: Option<Obj<'_>>,
     max: Option<Obj<'_>>,
 ) -> PyResult<Option<delayq::Backoff>> {
-    let schedule = schedule.map(|list| list.iter().map(convert::delay).collect());
+    let what = "backoff must be a list of delays";
+    let schedule = schedule.map(|s| convert::items(&s, what)).transpose()?;
+    let schedule = schedule.map(|l| l.iter().map(convert::delay).collect());
     let (base, max) = (convert::opt_delay(base)?, convert::opt_delay(max)?);
     delayq::Backoff::from_parts(schedule.transpose()?, base, max).map_err(to_py)
 }
@@ -67,14 +66,15 @@ calls! { Client(c) {
         })
     }
 
-    fn delayed_queue(&self, name: &str, scheduler: bool, reconcile_interval: Obj<'_>) -> PyResult<DelayedQueue> {
+    fn delayed_queue(&self, name: Obj<'_>, scheduler: bool, reconcile_interval: Obj<'_>) -> PyResult<DelayedQueue> {
+        let name = convert::string(&name, "name")?;
         let opts = self::scheduler(scheduler, reconcile_interval)?;
-        Ok(DelayedQueue(self.0.delayed_queue_with(name, opts).map_err(to_py)?))
+        Ok(DelayedQueue(self.0.delayed_queue_with(&name, opts).map_err(to_py)?))
     }
 
     /// A reliable queue handle; each setting None is the stored one.
     #[allow(clippy::too_many_arguments)]
-    fn reliable_queue(&self, name: &str, visibility_timeout: Option<Obj<'_>>, max_attempts: Option<Obj<'_>>, backoff: Option<Vec<Obj<'_>>>, backoff_base: Option<Obj<'_>>, backoff_max: Option<Obj<'_>>, shards: Option<Obj<'_>>, dead_letter_retention: Option<Obj<'_>>, idempotency_retention: Option<Obj<'_>>, update_settings: bool, scheduler: bool, reconcile_interval: Obj<'_>) -> PyResult<ReliableQueue> {
+    fn reliable_queue(&self, name: Obj<'_>, visibility_timeout: Option<Obj<'_>>, max_attempts: Option<Obj<'_>>, backoff: Option<Obj<'_>>, backoff_base: Option<Obj<'_>>, backoff_max: Option<Obj<'_>>, shards: Option<Obj<'_>>, dead_letter_retention: Option<Obj<'_>>, idempotency_retention: Option<Obj<'_>>, update_settings: bool, scheduler: bool, reconcile_interval: Obj<'_>) -> PyResult<ReliableQueue> {
         let opts = delayq::ReliableQueueOptions {
             visibility_timeout: convert::opt_delay(visibility_timeout)?,
             max_attempts: convert::opt_count(max_attempts, "max_attempts")?,
@@ -85,7 +85,8 @@ calls! { Client(c) {
             update_settings,
             scheduler: self::scheduler(scheduler, reconcile_interval)?,
         };
-        Ok(ReliableQueue(self.0.reliable_queue(name, opts).map_err(to_py)?))
+        let name = convert::string(&name, "name")?;
+        Ok(ReliableQueue(self.0.reliable_queue(&name, opts).map_err(to_py)?))
     }
 
     fn close(&self) {

@@ -6,30 +6,77 @@ use delayq::delay::{self as check, Integer};
 use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDelta, PyDeltaAccess, PyFloat, PyInt};
-use pyo3::types::{PyMemoryView, PyString};
+use pyo3::types::{PyMemoryView, PySequence, PyString};
 
 use crate::error::{invalid, to_py};
 
 /// Any Python object passed to a native method.
 pub type Obj<'py> = Bound<'py, PyAny>;
 
+/// An invalid argument: `what` (as "id must be a str"), then the type `obj` has instead.
+pub fn wrong(what: &str, obj: &Obj<'_>) -> PyErr {
+    let name = obj.get_type().name().map_or("?".into(), |n| n.to_string());
+    invalid(format!("{what}, not {name}"))
+}
+
+/// A `str` argument named `what` (an id, a name, a shard key), valid UTF-8.
+pub fn string(obj: &Obj<'_>, what: &str) -> PyResult<String> {
+    let Ok(s) = obj.cast::<PyString>() else {
+        return Err(wrong(&format!("{what} must be a str"), obj));
+    };
+    let utf8 = |e: PyErr| invalid(format!("{what} must be valid UTF-8 ({e})"));
+    Ok(s.to_cow().map_err(utf8)?.into_owned())
+}
+
+/// An optional `str` argument: None when None.
+pub fn opt_string(obj: &Obj<'_>, what: &str) -> PyResult<Option<String>> {
+    (!obj.is_none()).then(|| string(obj, what)).transpose()
+}
+
+/// A list of `str` (any iterable of them, as `items`) named `what`.
+pub fn strings(obj: &Obj<'_>, what: &str) -> PyResult<Vec<String>> {
+    let each = format!("each item of {what}");
+    let list = items(obj, &format!("{what} must be a list of str"))?;
+    list.iter().map(|s| string(s, &each)).collect()
+}
+
+/// The items of an iterable but a `str` or `bytes`; else "`what`, not ...".
+pub fn items<'py>(obj: &Obj<'py>, what: &str) -> PyResult<Vec<Obj<'py>>> {
+    let text = obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>();
+    match obj.try_iter() {
+        Ok(iter) if !text => iter.collect(),
+        _ => Err(wrong(what, obj)),
+    }
+}
+
+/// The 2 to `N` items of a tuple (or any other sequence, as `items`), padded with None.
+pub fn tuple<'py, const N: usize>(obj: &Obj<'py>, what: &str) -> PyResult<[Obj<'py>; N]> {
+    obj.cast::<PySequence>().map_err(|_| wrong(what, obj))?;
+    let (list, name) = (items(obj, what)?, obj.get_type().name()?);
+    if !(2..=N).contains(&list.len()) {
+        return Err(invalid(format!(
+            "{what}, not a {name} of length {}",
+            list.len()
+        )));
+    }
+    let (mut list, none) = (list.into_iter(), || obj.py().None().into_bound(obj.py()));
+    Ok(std::array::from_fn(|_| list.next().unwrap_or_else(none)))
+}
+
 /// A value in: `bytes`, `bytearray`, `memoryview` (or any buffer of bytes) or `str` (UTF-8).
 pub fn value(obj: &Obj<'_>) -> PyResult<Vec<u8>> {
     let bytes = if let Ok(b) = obj.cast::<PyBytes>() {
         b.as_bytes().to_vec()
-    } else if let Ok(s) = obj.cast::<PyString>() {
-        s.to_cow()?.as_bytes().to_vec()
+    } else if obj.is_instance_of::<PyString>() {
+        string(obj, "a str value")?.into_bytes()
     } else if let Ok(b) = obj.cast::<PyByteArray>() {
         b.to_vec()
     } else if obj.is_instance_of::<PyMemoryView>() {
-        obj.call_method0("tobytes")?
-            .cast::<PyBytes>()?
-            .as_bytes()
-            .to_vec()
+        let b = obj.call_method0("tobytes")?;
+        b.cast::<PyBytes>()?.as_bytes().to_vec()
     } else {
-        let name = obj.get_type().name()?;
-        let msg = format!("a value must be bytes, bytearray, memoryview or str, not {name}");
-        return Err(invalid(msg));
+        let msg = "a value must be bytes, bytearray, memoryview or str";
+        return Err(wrong(msg, obj));
     };
     check::check_value(&bytes).map_err(to_py)?;
     Ok(bytes)
@@ -55,22 +102,16 @@ fn seconds(
     whole: fn(Integer) -> delayq::Result<Duration>,
     float: fn(f64) -> delayq::Result<Duration>,
 ) -> PyResult<Duration> {
-    if obj.is_instance_of::<PyBool>() {
-        let msg = format!("{what} must be a number of seconds or a timedelta, not bool");
-        return Err(invalid(msg));
-    }
     let secs = if let Ok(d) = obj.cast::<PyDelta>() {
         let days = d.get_days() as f64 * 86_400.0;
         days + d.get_seconds() as f64 + d.get_microseconds() as f64 / 1e6
-    } else if obj.is_instance_of::<PyInt>() {
+    } else if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() {
         return whole(integer(obj)?).map_err(to_py);
     } else if obj.is_instance_of::<PyFloat>() {
         obj.extract::<f64>()?
     } else {
-        let name = obj.get_type().name()?;
-        return Err(invalid(format!(
-            "{what} must be int, float or timedelta seconds, not {name}"
-        )));
+        let msg = format!("{what} must be int, float or timedelta seconds");
+        return Err(wrong(&msg, obj));
     };
     float(secs).map_err(to_py)
 }
@@ -109,8 +150,7 @@ pub fn opt_delay(obj: Option<Obj<'_>>) -> PyResult<Option<Duration>> {
 /// size, checked by core.
 pub fn count<T: TryFrom<u64>>(obj: &Obj<'_>, what: &str) -> PyResult<T> {
     if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
-        let name = obj.get_type().name()?;
-        return Err(invalid(format!("{what} must be an int, not {name}")));
+        return Err(wrong(&format!("{what} must be an int"), obj));
     }
     check::count_from_integer(integer(obj)?, what).map_err(to_py)
 }

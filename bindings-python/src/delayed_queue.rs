@@ -5,8 +5,8 @@ use std::time::Duration;
 use delayq::handover::Handover;
 use pyo3::prelude::*;
 
-use crate::convert::{delay, timeout, value, Obj};
-use crate::runtime::{calls, claim_blocking, Made, Taking};
+use crate::convert::{delay, items, timeout, tuple, value, Obj};
+use crate::runtime::{calls, claim_blocking, none, Made, Taking};
 
 #[pyclass(frozen)]
 pub struct DelayedQueue(pub delayq::DelayedQueue);
@@ -16,8 +16,8 @@ calls! { DelayedQueue(q) {
     fn offer(v: Obj<'_>, d: Obj<'_>) = q.offer(value(&v)?, delay(&d)?);
     fn offer_all(entries: Obj<'_>) = {
         let mut checked = Vec::new();
-        for item in entries.try_iter()? {
-            let (v, d): (Obj<'_>, Obj<'_>) = item?.extract()?;
+        for item in items(&entries, "entries must be an iterable of (value, delay) tuples")? {
+            let [v, d] = tuple(&item, "each entry must be a (value, delay) tuple")?;
             checked.push((value(&v)?, delay(&d)?));
         }
         async move { q.offer_all(checked).await }
@@ -26,7 +26,7 @@ calls! { DelayedQueue(q) {
     fn contains(v: Obj<'_>) = { let v = value(&v)?; async move { q.contains(v).await } };
     fn remove(v: Obj<'_>) = { let v = value(&v)?; async move { q.remove(v).await } };
     fn read_all() = async move { q.read_all().await };
-    fn clear() = async move { q.clear().await };
+    fn clear() = async move { q.clear().await.map(none) };
     fn take(t: Option<Obj<'_>>) = Taking(Handover::take(&q, timeout(t)?));
     fn poll() = async move { q.poll().await };
     fn stats() = async move {

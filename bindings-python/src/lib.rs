@@ -58,14 +58,10 @@ fn _delayq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The defaults the Python layer's signatures show.
     let scheduler = delayq::SchedulerOptions::default();
     m.add("SCHEDULER", scheduler.enabled)?;
-    m.add(
-        "RECONCILE_INTERVAL",
-        scheduler.reconcile_interval.as_secs_f64(),
-    )?;
-    m.add(
-        "DURABILITY_TIMEOUT",
-        delayq::Durability::DEFAULT_TIMEOUT.as_secs_f64(),
-    )?;
+    let interval = scheduler.reconcile_interval.as_secs_f64();
+    m.add("RECONCILE_INTERVAL", interval)?;
+    let timeout = delayq::Durability::DEFAULT_TIMEOUT.as_secs_f64();
+    m.add("DURABILITY_TIMEOUT", timeout)?;
     m.add("DEAD_LETTERS_LIMIT", delayq::DEAD_LETTERS_LIMIT)?;
     m.add("CONCURRENCY", 1)?;
     exit::register(m)?;

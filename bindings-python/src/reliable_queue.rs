@@ -9,10 +9,10 @@ use delayq::handover::Handover;
 use pyo3::call::PyCallArgs;
 use pyo3::prelude::*;
 
-use crate::convert::{count, delay, opt_delay, timeout, value, Obj};
-use crate::error::invalid;
+use crate::convert::{count, delay, items, opt_delay, opt_string, string, strings};
+use crate::convert::{timeout, tuple, value, wrong, Obj};
 use crate::exit;
-use crate::runtime::{calls, run, Aio, Made, Taking, R};
+use crate::runtime::{calls, none, run, Aio, Made, Taking, R};
 
 #[pyclass(frozen)]
 pub struct ReliableQueue(pub delayq::ReliableQueue);
@@ -23,10 +23,8 @@ pub struct Delivery(delayq::Delivery);
 /// A `delayq.Delivery(id, payload, attempt, due_at, shard, handle)`.
 pub fn delivery(d: delayq::Delivery) -> Made<(String, Vec<u8>, u32, i64, u32, Delivery)> {
     let (id, payload, shard) = (d.id.clone(), d.payload.clone(), d.shard());
-    Made(
-        "Delivery",
-        (id, payload, d.attempt, d.due_at, shard, Delivery(d)),
-    )
+    let fields = (id, payload, d.attempt, d.due_at, shard, Delivery(d));
+    Made("Delivery", fields)
 }
 
 /// What an offer returns: its id, or a `delayq.OfferOutcome` when the caller asked `full`.
@@ -65,36 +63,30 @@ fn settings(s: delayq::ReliableSettings) -> Made<impl for<'py> PyCallArgs<'py> +
 
 /// The handles of `deliveries` (each a `delayq.Delivery`'s).
 fn handles(deliveries: Obj<'_>) -> PyResult<Vec<delayq::Delivery>> {
-    let mut list = Vec::new();
-    for item in deliveries.try_iter()? {
-        let item = item?;
-        let Ok(d) = item.cast::<Delivery>() else {
-            let name = item.get_type().name()?;
-            return Err(invalid(format!(
-                "ack_many takes Delivery objects, not {name}"
-            )));
-        };
-        list.push(d.get().0.clone());
-    }
-    Ok(list)
+    let what = "ack_many takes an iterable of Delivery objects";
+    let handle = |d: Obj<'_>| match d.cast::<Delivery>() {
+        Ok(d) => Ok(d.get().0.clone()),
+        Err(_) => Err(wrong(what, &d)),
+    };
+    items(&deliveries, what)?.into_iter().map(handle).collect()
 }
 
 /// A message of `offer_all`: `(payload, delay[, id[, shard_key]])`.
 type Checked = (Vec<u8>, Duration, Option<String>, Option<String>);
 
-fn message(item: Obj<'_>) -> PyResult<Checked> {
-    type Message<'py> = (Obj<'py>, Obj<'py>, Option<String>, Option<String>);
-    let (payload, d, id, key): Message<'_> = match item.len()? {
-        4 => item.extract()?,
-        3 => item.extract().map(|(p, d, id)| (p, d, id, None))?,
-        _ => item.extract().map(|(p, d)| (p, d, None, None))?,
-    };
+fn message(item: &Obj<'_>) -> PyResult<Checked> {
+    let shape = "each message must be a (payload, delay[, id[, shard_key]]) tuple of 2 to 4 items";
+    let [payload, d, id, key] = tuple(item, shape)?;
+    let (id, key) = (opt_string(&id, "id")?, opt_string(&key, "shard_key")?);
     Ok((value(&payload)?, delay(&d)?, id, key))
 }
 
 calls! { ReliableQueue(q) {
-    fn cancel(id: String) = async move { q.cancel(&id).await };
-    fn reschedule(id: String, d: Obj<'_>) = { let d = delay(&d)?; async move { q.reschedule(&id, d).await } };
+    fn cancel(id: Obj<'_>) = { let id = string(&id, "id")?; async move { q.cancel(&id).await } };
+    fn reschedule(id: Obj<'_>, d: Obj<'_>) = {
+        let (id, d) = (string(&id, "id")?, delay(&d)?);
+        async move { q.reschedule(&id, d).await }
+    };
     fn receive(t: Option<Obj<'_>>) = Taking(Handover::receive(&q, timeout(t)?));
     fn receive_many(n: Obj<'_>, t: Option<Obj<'_>>) = Taking(Handover::receive_many(&q, count(&n, "n")?, timeout(t)?));
     fn ack_many(deliveries: Obj<'_>) = { let list = handles(deliveries)?; async move { q.ack_many(&list).await } };
@@ -111,9 +103,10 @@ calls! { ReliableQueue(q) {
         }
     };
     fn offer(
-        full: bool, payload: Obj<'_>, d: Option<Obj<'_>>, id: Option<String>, key: Option<String>
+        full: bool, payload: Obj<'_>, d: Option<Obj<'_>>, id: Obj<'_>, key: Obj<'_>
     ) = {
         let (payload, d) = (value(&payload)?, opt_delay(d)?.unwrap_or_default());
+        let (id, key) = (opt_string(&id, "id")?, opt_string(&key, "shard_key")?);
         let offered = Offered::new(full);
         async move {
             let (id, key) = (id.as_deref(), key.as_deref());
@@ -121,17 +114,21 @@ calls! { ReliableQueue(q) {
         }
     };
     fn offer_all(full: bool, messages: Obj<'_>) = {
-        let checked: Vec<_> = messages.try_iter()?.map(|m| message(m?)).collect::<PyResult<_>>()?;
+        let list = items(&messages, "messages must be an iterable of tuples")?;
+        let checked = list.iter().map(message).collect::<PyResult<Vec<_>>>()?;
         async move {
             let list = checked.iter().map(|(p, d, id, k)| (p, *d, id.as_deref(), k.as_deref()));
             let offered = q.offer_all_with_shard_keys(list).await?.into_iter();
             Ok(offered.map(Offered::new(full)).collect::<Vec<_>>())
         }
     };
-    fn requeue_dead(ids: Option<Vec<String>>) = async move { q.requeue_dead(ids.as_deref()).await };
+    fn requeue_dead(ids: Obj<'_>) = {
+        let ids = (!ids.is_none()).then(|| strings(&ids, "ids")).transpose()?;
+        async move { q.requeue_dead(ids.as_deref()).await }
+    };
     fn purge_dead() = async move { q.purge_dead().await };
     // Given up, a graceful close closes at once.
-    fn close(deadline: Option<Obj<'_>>) = q.close_within(timeout(deadline)?);
+    fn close(deadline: Option<Obj<'_>>) = { let closing = q.close_within(timeout(deadline)?); async move { closing.await.map(none) } };
 }
 
     #[getter]
@@ -153,7 +150,7 @@ calls! { ReliableQueue(q) {
             // The loop runs each handler as a task and reports its outcome.
             let on_loop = completer.clone().unbind();
             let call = replying(move |d, reply| on_loop.get().handle(handler.clone(), d, reply));
-            return run(py, aio, async move { q.consume(call, concurrency).await });
+            return run(py, aio, async move { q.consume(call, concurrency).await.map(none) });
         }
         // (A PyErr is described with the GIL.)
         let call = move |d| {
@@ -164,7 +161,7 @@ calls! { ReliableQueue(q) {
             });
             async move { called.await.map_err(|e| e.to_string())? }
         };
-        run(py, aio, async move { q.consume(call, concurrency).await })
+        run(py, aio, async move { q.consume(call, concurrency).await.map(none) })
     }
 }
 

@@ -57,6 +57,11 @@ impl<'py, A: PyCallArgs<'py>> IntoPyObject<'py> for Made<A> {
     }
 }
 
+/// Python's None for a call that returns nothing (PyO3 makes `()` an empty tuple).
+pub fn none((): ()) -> Option<()> {
+    None
+}
+
 /// What a call hands to Python.
 pub trait Outcome: Taken {
     fn into_py(self, py: Python<'_>) -> R;

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+import pytest
 
 import delayq
 import delayq.asyncio
@@ -87,3 +91,97 @@ def test_plain_import_makes_delayq_asyncio_available() -> None:
         "assert asyncio is sys.modules['asyncio']\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_asyncio_close_with_a_deadline_is_the_graceful_close(url: str, name: str) -> None:
+    async def main() -> None:
+        async with delayq.asyncio.Client(url) as client:
+            q = client.reliable_queue(name, visibility_timeout=60)
+            await q.offer_all([(str(i), 0) for i in range(3)])
+            started, release = asyncio.Event(), asyncio.Event()
+            handled: list[str] = []
+
+            async def handler(d: delayq.asyncio.Delivery) -> None:
+                started.set()
+                await release.wait()
+                handled.append(d.id)
+
+            consumer = asyncio.ensure_future(q.consume(handler, concurrency=1))
+            await asyncio.wait_for(started.wait(), 10)
+            closer = asyncio.ensure_future(q.close(deadline=20))
+            done, _ = await asyncio.wait([closer], timeout=0.3)
+            assert not done, "close(deadline=...) waits for the running handler"
+            release.set()
+            assert await asyncio.wait_for(closer, 30) is None  # type: ignore[func-returns-value]
+            await asyncio.wait_for(consumer, 10)
+            with pytest.raises(delayq.ClosedError):
+                await q.offer(b"late", 0)
+
+            # The handled messages were acked; the others went back untouched.
+            assert len(handled) >= 1
+            other = client.reliable_queue(name)
+            assert (await other.stats()).in_flight == 0
+            left: list[str] = []
+            while len(left) < 3 - len(handled) and (d := await other.receive(10)) is not None:
+                assert d.attempt == 1
+                left.append(d.id)
+                assert await d.ack()
+            assert len(left) == 3 - len(handled)
+            assert not set(handled) & set(left)
+            assert await other.receive(0.2) is None
+
+    run(main())
+
+
+def test_asyncio_close_takes_an_optional_deadline(url: str, name: str) -> None:
+    # Without a deadline the handle closes at once, when called: outside a running loop too.
+    client = delayq.asyncio.Client(url)
+    first = client.reliable_queue(name)
+    assert isinstance(first.close(), Awaitable)
+
+    async def closed(q: delayq.asyncio.ReliableQueue) -> bool:
+        try:
+            await q.stats()
+        except delayq.ClosedError:
+            return True
+        return False
+
+    async def main() -> None:
+        assert await closed(first)
+        assert await first.close() is None  # type: ignore[func-returns-value]
+        assert await first.close(deadline=1) is None  # type: ignore[func-returns-value]
+        closes: list[Callable[[delayq.asyncio.ReliableQueue], Awaitable[None]]] = [
+            lambda q: q.close(),
+            lambda q: q.close(deadline=None),
+            lambda q: q.close(deadline=5),
+            lambda q: q.close(deadline=timedelta(seconds=0.5)),
+            lambda q: q.aclose(deadline=5),
+        ]
+        for close in closes:
+            q = client.reliable_queue(name)
+            await q.offer(b"x", 3600)
+            assert await close(q) is None  # type: ignore[func-returns-value]
+            assert await closed(q)
+
+        # Without await, close() still closes at once; close(deadline=...) waits for it.
+        q = client.reliable_queue(name)
+        q.close()
+        assert await closed(q)
+        q = client.reliable_queue(name)
+        graceful = q.close(deadline=5)
+        assert not await closed(q)
+        await graceful
+        assert await closed(q)
+
+        # A bad deadline is refused, and the handle stays open.
+        q = client.reliable_queue(name)
+        with pytest.raises(delayq.InvalidArgument):
+            await q.close(deadline=-1)
+        with pytest.raises(delayq.InvalidArgument):
+            await q.close(deadline="5")  # type: ignore[arg-type]
+        assert not await closed(q)
+        assert (await q.stats()).delayed == len(closes)
+        q.close()
+
+    run(main())
+    client.close()

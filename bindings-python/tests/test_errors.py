@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
+from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import Any, Union
 
 import pytest
 
@@ -208,3 +211,184 @@ def test_invalid_argument_error_is_an_alias() -> None:
     assert issubclass(delayq.InvalidArgumentError, delayq.DelayqError)
     with pytest.raises(delayq.InvalidArgumentError):
         delayq.Client("http://127.0.0.1:1")
+
+
+# Calls with one bad argument each, made on a reliable queue in every form (blocking, the
+# `*_async` twin, the asyncio flavour): (method, args, kwargs, words of the message).
+BAD_RELIABLE_CALLS: dict[str, tuple[str, tuple[Any, ...], dict[str, Any], str]] = {
+    "offer-id-int": ("offer", (b"x", 0), {"id": 5}, "id must be a str, not int"),
+    "offer-id-bytes": ("offer", (b"x", 0), {"id": b"a"}, "id must be a str, not bytes"),
+    "offer-id-surrogate": ("offer", (b"x", 0), {"id": "\ud800"}, "id must be valid UTF-8"),
+    "offer-shard_key-int": ("offer", (b"x", 0), {"shard_key": 7}, "shard_key must be a str"),
+    "offer-payload-surrogate": ("offer", ("\ud800", 1), {}, "value must be valid UTF-8"),
+    "offer_with_outcome-id": ("offer_with_outcome", (b"x", 0, 5), {}, "id must be a str"),
+    "cancel-int": ("cancel", (5,), {}, "id must be a str, not int"),
+    "cancel-none": ("cancel", (None,), {}, "id must be a str, not NoneType"),
+    "reschedule-bytes": ("reschedule", (b"a", 1), {}, "id must be a str, not bytes"),
+    "requeue_dead-str": ("requeue_dead", ("abc",), {}, "ids must be a list of str, not str"),
+    "requeue_dead-int": ("requeue_dead", (5,), {}, "ids must be a list of str, not int"),
+    "requeue_dead-item": ("requeue_dead", (["a", 5],), {}, "each item of ids must be a str"),
+    "offer_all-short": (
+        "offer_all",
+        ([("a",)],),
+        {},
+        "shard_key]]) tuple of 2 to 4 items, not a tuple of length 1",
+    ),
+    "offer_all-long": ("offer_all", ([("a", 1, "i", "k", 0)],), {}, "tuple of length 5"),
+    "offer_all-not-iterable": ("offer_all", (5,), {}, "must be an iterable of tuples, not int"),
+    "offer_all-str": ("offer_all", ("ab",), {}, "must be an iterable of tuples, not str"),
+    "offer_all-item-int": ("offer_all", ([5],), {}, "tuple of 2 to 4 items, not int"),
+    "offer_all-item-bytes": ("offer_all", ([b"ab"],), {}, "tuple of 2 to 4 items, not bytes"),
+    "offer_all-id-int": ("offer_all", ([("a", 1, 5)],), {}, "id must be a str, not int"),
+    "offer_all-key-int": ("offer_all", ([["a", 1, None, 5]],), {}, "shard_key must be a str"),
+    "offer_all-surrogate": ("offer_all", ([("\ud800", 1)],), {}, "value must be valid UTF-8"),
+    "offer_all_with_outcome-short": ("offer_all_with_outcome", ([("a",)],), {}, "length 1"),
+    "ack_many-not-iterable": ("ack_many", (5,), {}, "iterable of Delivery objects, not int"),
+}
+
+
+def _bad_calls(q: Any, suffix: str = "") -> Iterator[tuple[str, Callable[[], Any], str]]:
+    for case, (method, args, kwargs, words) in BAD_RELIABLE_CALLS.items():
+        yield case, functools.partial(getattr(q, method + suffix), *args, **kwargs), words
+
+
+@pytest.mark.parametrize("form", ["blocking", "twin", "asyncio"])
+def test_bad_ids_names_and_messages_are_invalid_arguments(
+    url: str, name: str, redis_server: RedisServer, form: str
+) -> None:
+    def check(case: str, info: pytest.ExceptionInfo[delayq.InvalidArgument], words: str) -> None:
+        assert info.type is delayq.InvalidArgument, case
+        assert words in str(info.value), (case, str(info.value))
+        assert redis_server.cli("KEYS", f"*{name}*") == "", case
+
+    if form == "blocking":
+        with delayq.Client(url) as client:
+            for case, call, words in _bad_calls(client.reliable_queue(name, scheduler=False)):
+                with pytest.raises(delayq.InvalidArgument) as info:
+                    call()
+                check(case, info, words)
+        return
+
+    async def main() -> None:
+        client: Any = delayq.Client(url) if form == "twin" else delayq.asyncio.Client(url)
+        q = client.reliable_queue(name, scheduler=False)
+        for case, call, words in _bad_calls(q, "_async" if form == "twin" else ""):
+            with pytest.raises(delayq.InvalidArgument) as info:
+                await call()
+            check(case, info, words)
+        client.close()
+
+    asyncio.run(main())
+
+
+BAD_DELAYED_CALLS: dict[str, tuple[str, tuple[Any, ...], str]] = {
+    "offer-surrogate": ("offer", ("\ud800", 1), "a str value must be valid UTF-8"),
+    "contains-surrogate": ("contains", ("a\udfffb",), "a str value must be valid UTF-8"),
+    "remove-surrogate": ("remove", ("\udc80",), "a str value must be valid UTF-8"),
+    "offer_all-short": ("offer_all", ([("a",)],), "(value, delay) tuple, not a tuple of length 1"),
+    "offer_all-long": ("offer_all", ([["a", 1, 2]],), "tuple, not a list of length 3"),
+    "offer_all-not-iterable": ("offer_all", (5,), "must be an iterable of (value, delay) tuples"),
+    "offer_all-bytes": ("offer_all", (b"ab",), "tuples, not bytes"),
+    "offer_all-item-str": ("offer_all", (["ab"],), "(value, delay) tuple, not str"),
+    "offer_all-surrogate": ("offer_all", ([(b"ok", 1), ("\ud800", 1)],), "valid UTF-8"),
+}
+
+
+@pytest.mark.parametrize("form", ["blocking", "twin", "asyncio"])
+@pytest.mark.parametrize("case", list(BAD_DELAYED_CALLS))
+def test_bad_delayed_queue_arguments_are_invalid_arguments(
+    url: str, name: str, redis_server: RedisServer, form: str, case: str
+) -> None:
+    method, args, words = BAD_DELAYED_CALLS[case]
+
+    async def main() -> None:
+        client: Any = delayq.asyncio.Client(url) if form == "asyncio" else delayq.Client(url)
+        q = client.delayed_queue(name, scheduler=False)
+        call = getattr(q, method + ("_async" if form == "twin" else ""))
+        with pytest.raises(delayq.InvalidArgument) as info:
+            if form == "blocking":
+                call(*args)
+            else:
+                await call(*args)
+        assert words in str(info.value)
+        client.close()
+
+    asyncio.run(main())
+    assert redis_server.cli("KEYS", f"*{name}*") == ""
+
+
+@pytest.mark.parametrize("flavour", ["blocking", "asyncio"])
+@pytest.mark.parametrize(
+    ("kind", "bad", "words"),
+    [
+        ("delayed_queue", None, "name must be a str, not NoneType"),
+        ("delayed_queue", 5, "name must be a str, not int"),
+        ("delayed_queue", b"q", "name must be a str, not bytes"),
+        ("delayed_queue", "q\ud800", "name must be valid UTF-8"),
+        ("reliable_queue", 5, "name must be a str, not int"),
+        ("reliable_queue", None, "name must be a str, not NoneType"),
+        ("reliable_queue", "q\ud800", "name must be valid UTF-8"),
+    ],
+)
+def test_queue_names_that_are_not_str_are_invalid_arguments(
+    own_server: RedisServer, flavour: str, kind: str, bad: object, words: str
+) -> None:
+    url = own_server.url
+    client: Any = delayq.Client(url) if flavour == "blocking" else delayq.asyncio.Client(url)
+    with pytest.raises(delayq.InvalidArgument) as info:
+        getattr(client, kind)(bad)
+    assert words in str(info.value)
+    assert isinstance(info.value, TypeError)  # what callers catching TypeError still get
+    client.close()
+    assert own_server.cli("DBSIZE") == "0"
+
+
+@pytest.fixture(scope="module")
+def own_server() -> Iterator[RedisServer]:
+    """A server no other test writes to (its DBSIZE stays 0)."""
+    server = RedisServer()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize(
+    ("backoff", "words"),
+    [
+        (5, "backoff must be a list of delays, not int"),
+        ("12", "backoff must be a list of delays, not str"),
+        ([1, "2"], "delay must be int, float or timedelta seconds, not str"),
+    ],
+)
+def test_a_bad_backoff_schedule_is_an_invalid_argument(
+    url: str, name: str, backoff: object, words: str
+) -> None:
+    with delayq.Client(url) as client:
+        with pytest.raises(delayq.InvalidArgument) as info:
+            client.reliable_queue(name, backoff=backoff)  # type: ignore[arg-type]
+    assert words in str(info.value)
+
+
+def test_offer_all_takes_any_sequence_of_the_right_length(url: str, name: str) -> None:
+    with delayq.Client(url) as client:
+        dq = client.delayed_queue(name, scheduler=False)
+        assert len(dq.offer_all([["a", 60], (b"b", 60)])) == 2
+        more: list[list[Union[str, int]]] = [["c", 60]]
+        assert len(dq.offer_all(iter(more))) == 1
+        assert dq.read_all() == [b"a", b"b", b"c"]
+        rq = client.reliable_queue(name, scheduler=False)
+        ids = rq.offer_all(
+            [["p", 60], ["p", 60, "id-1"], ("p", 60, "id-2", "key"), ["p", 60, None, None]]
+        )
+        assert ids[1:3] == ["id-1", "id-2"]
+        assert rq.stats().delayed == 4
+        assert rq.offer_all_with_outcome([["p", 60, "id-1"]])[0].created is False
+        assert rq.requeue_dead(("no-such-id",)) == 0
+        assert rq.requeue_dead(None) == 0
+
+    async def main() -> None:
+        async with delayq.asyncio.Client(url) as aclient:
+            aq = aclient.reliable_queue(name, scheduler=False)
+            assert await aq.offer_all([["p", 60, "id-3"]]) == ["id-3"]
+            assert await aclient.delayed_queue(name).offer_all([["d", 60]])
+
+    asyncio.run(main())

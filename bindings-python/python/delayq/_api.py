@@ -281,9 +281,9 @@ class _Delayed(_Queue[_delayq.DelayedQueue]):
     offer_async = twin(offer)
 
     @call
-    def offer_all(self, entries: Iterable[tuple[Value, Seconds]]) -> list[int]:
-        """Offers many `(value, delay)` pairs, one round trip per thousand; returns their due
-        times. Every pair is checked before anything is sent."""
+    def offer_all(self, entries: Iterable[Sequence[Union[Value, Seconds]]]) -> list[int]:
+        """Offers many `(value, delay)` pairs (tuples, or lists), one round trip per
+        thousand; returns their due times. Every pair is checked before anything is sent."""
         return self._q.offer_all(self._aio, entries)  # type: ignore[no-any-return]
 
     offer_all_async = twin(offer_all)
@@ -379,8 +379,11 @@ def _outcome(offer: Callable[..., Any], doc: str) -> Any:
     return call(with_outcome)
 
 
-def _handles(deliveries: Iterable[_Message]) -> list[Any]:
-    """The native handles of ``deliveries`` (anything else is passed on, and refused)."""
+def _handles(deliveries: Iterable[_Message]) -> Any:
+    """The native handles of ``deliveries`` (anything else, a non-iterable too, is passed
+    on, and refused)."""
+    if not isinstance(deliveries, Iterable):
+        return deliveries
     return [getattr(d, "_q", d) for d in deliveries]
 
 
@@ -421,9 +424,9 @@ class _Reliable(_Queue[_delayq.ReliableQueue]):
     offer_with_outcome_async = twin(offer_with_outcome)
 
     @call
-    def offer_all(self, messages: Iterable[tuple[Any, ...]]) -> list[str]:
+    def offer_all(self, messages: Iterable[Sequence[Any]]) -> list[str]:
         """Offers many `(payload, delay)`, `(payload, delay, id)` or
-        `(payload, delay, id, shard_key)` tuples; returns their ids."""
+        `(payload, delay, id, shard_key)` tuples (or lists); returns their ids."""
         return self._q.offer_all(self._aio, self._full, messages)  # type: ignore[no-any-return]
 
     offer_all_async = twin(offer_all)

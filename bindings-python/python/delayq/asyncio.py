@@ -8,13 +8,14 @@
 The calls run on delayq's own tokio runtime, not on a thread per call; cancelling an
 awaited ``take``, ``receive`` or ``receive_many`` loses nothing.
 
-``ReliableQueue.close()`` closes a handle at once; ``await ReliableQueue.aclose(deadline)``
-is the graceful close (the asyncio convention for a close that awaits).
+``ReliableQueue.close()`` closes a handle at once (awaiting it is optional);
+``await q.close(deadline=30)``, or ``await q.aclose(deadline=30)`` (the asyncio convention
+for a close that awaits), is the graceful close.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, Optional, Union
@@ -56,6 +57,19 @@ class DelayedQueue(_api._Delayed, OnLoop):
             yield value
 
 
+class _Closed(Awaitable[None]):
+    """What ``ReliableQueue.close()`` returns: the handle is closed already, and awaiting
+    this returns at once."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield from ()
+
+
+_CLOSED = _Closed()
+
+
 class ReliableQueue(_api._Reliable, OnLoop):
     """A reliable queue (at-least-once, acknowledged); see ``delayq.ReliableQueue``."""
 
@@ -85,7 +99,7 @@ class ReliableQueue(_api._Reliable, OnLoop):
     ) -> None:
         """Runs ``await handler(delivery)`` on received messages, ``concurrency`` at a time:
         acks on return, nacks on an exception; extends the lease of a running handler.
-        Runs until closed or cancelled; after ``aclose(deadline)``, once the running
+        Runs until closed or cancelled; after ``close(deadline=...)``, once the running
         handlers finished and were settled."""
 
         async def call(d: _api.Delivery) -> Any:
@@ -101,9 +115,22 @@ class ReliableQueue(_api._Reliable, OnLoop):
                 return
             yield d
 
-    def close(self) -> None:
-        """Closes this handle at once (deliveries already received can still be settled)."""
-        self._q.close(None, None)
+    def close(self, deadline: Optional[Seconds] = None) -> Awaitable[None]:
+        """Closes this handle. Without ``deadline``, at once, before returning: later calls
+        (and a pending receive) raise ``ClosedError``, a running ``consume`` returns,
+        deliveries already received can still be settled. Awaiting the result is optional:
+        ``await q.close()`` does the same as ``q.close()``, which works outside a loop too.
+
+        With ``deadline`` (seconds), ``await q.close(deadline=30)`` is the graceful close
+        (the same as ``await q.aclose(deadline=30)``): consumers stop receiving, handlers
+        already running get up to ``deadline`` to finish and are acked or nacked, messages
+        received but not handed to a handler go back untouched, then the handle closes. It
+        returns a coroutine that does nothing until awaited; cancelling it closes at once.
+        Idempotent."""
+        if deadline is None:
+            self._q.close(None, None)
+            return _CLOSED
+        return self.aclose(deadline)
 
 
 class Client(_api._Client[DelayedQueue, ReliableQueue], OnLoop):
