@@ -687,7 +687,8 @@ fn to_redis_error(e: Error) -> RedisError {
         crate::ErrorKind::Timeout => std::io::ErrorKind::TimedOut,
         _ => std::io::ErrorKind::NotConnected,
     };
-    RedisError::from(std::io::Error::new(kind, e.to_string()))
+    // Its kind comes back from the io kind; the message without the prefix, not twice.
+    RedisError::from(std::io::Error::new(kind, e.detail().to_owned()))
 }
 
 /// A synchronous connection with `limit` as its read and write timeouts.

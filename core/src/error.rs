@@ -80,6 +80,18 @@ impl Error {
         }
     }
 
+    /// The message without the kind's prefix (for an error wrapped in another).
+    pub(crate) fn detail(&self) -> &str {
+        match self {
+            Error::InvalidArgument(m)
+            | Error::Connection(m)
+            | Error::Timeout(m)
+            | Error::WrongType(m)
+            | Error::Server(m) => m,
+            Error::Closed(m) => m,
+        }
+    }
+
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidArgument(msg.into())
     }
