@@ -4,7 +4,7 @@
 mod bench;
 mod reliable;
 
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -88,7 +88,8 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         count: u64,
     },
-    /// Print the counts of a queue.
+    /// Print the counts of a queue, after one transfer pass (entries already due count as
+    /// ready even when no process runs the transfer task).
     Stats { queue: String },
     /// Run the transfer task for these queues in the foreground until interrupted.
     Transfer {
@@ -150,7 +151,30 @@ struct ServeArgs {
     delayed_queues: Vec<String>,
 }
 
+/// The environment variables the options read; one set but empty counts as unset
+/// (`REDIS_URL=` falls back to the default URL, as in most tools), not as an empty value.
+const OPTION_VARS: [&str; 7] = [
+    "REDIS_URL",
+    "DELAYQ_TLS_CA_FILE",
+    "DELAYQ_TLS_CERT_FILE",
+    "DELAYQ_TLS_KEY_FILE",
+    "DELAYQ_WAIT_REPLICAS",
+    "DELAYQ_WAIT_AOF",
+    "DELAYQ_WAIT_TIMEOUT_MS",
+];
+
+/// Removes the [`OPTION_VARS`] that are set but empty. Called first thing in `main`, before
+/// any other thread exists.
+fn unset_empty_option_vars() {
+    for var in OPTION_VARS {
+        if std::env::var_os(var).is_some_and(|v| v.is_empty()) {
+            std::env::remove_var(var);
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    unset_empty_option_vars();
     let cli = Cli::parse();
     let default_filter = match cli.command {
         Command::Transfer { .. } => "delayq=debug",
@@ -159,6 +183,8 @@ fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colour only for a terminal: no escape codes in a log file or a journal.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| default_filter.into()),
@@ -237,6 +263,9 @@ async fn run(cli: Cli) -> delayq::Result<()> {
         Command::Stats { queue } => {
             let client = connect().await?;
             let queue = client.delayed_queue_with(&queue, no_scheduler())?;
+            // One transfer pass first, as any handle's transfer task would run: an entry
+            // already due counts as ready even when no other process moves entries.
+            queue.transfer_now().await?;
             let stats = queue.stats().await?;
             println!("delayed {}", stats.delayed);
             println!("ready {}", stats.ready);
@@ -426,6 +455,38 @@ pub(crate) fn interrupted() -> impl std::future::Future<Output = ()> {
         tokio::select! {
             _ = wait(int) => {}
             _ = wait(term) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The only test here that touches the environment.
+    #[test]
+    fn an_empty_redis_url_is_the_default_url() {
+        let saved: Vec<_> = OPTION_VARS
+            .iter()
+            .map(|v| (v, std::env::var_os(v)))
+            .collect();
+        for var in OPTION_VARS {
+            std::env::set_var(var, "");
+        }
+        unset_empty_option_vars();
+        let cli = Cli::try_parse_from(["delayq", "stats", "q"]).expect("parses");
+        assert_eq!(cli.url, "redis://127.0.0.1:6379");
+        assert_eq!(cli.wait_timeout_ms, 1000);
+        assert!(cli.tls_ca_file.is_none() && cli.wait_replicas.is_none() && !cli.wait_aof);
+        std::env::set_var("REDIS_URL", "redis://elsewhere:1");
+        unset_empty_option_vars();
+        let cli = Cli::try_parse_from(["delayq", "stats", "q"]).expect("parses");
+        assert_eq!(cli.url, "redis://elsewhere:1", "a value is kept");
+        for (var, value) in saved {
+            match value {
+                Some(v) => std::env::set_var(var, v),
+                None => std::env::remove_var(var),
+            }
         }
     }
 }

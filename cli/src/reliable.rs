@@ -135,7 +135,8 @@ enum ReliableCommand {
         id: String,
         delay_ms: u64,
     },
-    /// Print the counts (delayed, ready, in_flight, dead) and the stored settings.
+    /// Print the counts (delayed, ready, in_flight, dead) and the stored settings, after one
+    /// transfer pass (due messages made ready, ended leases taken back or buried).
     Stats { queue: String },
     /// Store the queue's settings (the given ones; the rest keep their stored value, or
     /// the defaults for a new queue) and print them. Every handle in every process uses
@@ -145,15 +146,17 @@ enum ReliableCommand {
         #[command(flatten)]
         settings: SettingsArgs,
     },
-    /// Print dead letters as `id<TAB>attempts<TAB>value`.
+    /// Print dead letters as `id<TAB>attempts<TAB>value` (after one transfer pass, so a
+    /// lease that ended on the last attempt is among them).
     Dead {
         queue: String,
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
-    /// Make dead letters ready again (the given ids, or all); prints the count.
+    /// Make dead letters ready again (the given ids, or all; after one transfer pass);
+    /// prints the count.
     RequeueDead { queue: String, ids: Vec<String> },
-    /// Delete every dead letter; prints the count.
+    /// Delete every dead letter (after one transfer pass); prints the count.
     PurgeDead { queue: String },
 }
 
@@ -163,6 +166,11 @@ pub async fn run(client: Client, base64: bool, args: ReliableArgs) -> Result<()>
         max_attempts: args.max_attempts,
         ..Default::default()
     };
+    // Only `receive` waits, so only it runs the transfer task; the short commands that
+    // read counts or dead letters (`stats`, `dead`, `requeue-dead`, `purge-dead`) run one
+    // transfer pass first instead (`transfer_now`: due messages made ready, and leases
+    // that ended taken back, or buried when it was the last attempt), so that what they
+    // show does not wait for some long-running process to do it.
     let consuming = matches!(args.command, ReliableCommand::Receive { .. });
     if !consuming {
         opts.scheduler = SchedulerOptions {
@@ -256,6 +264,7 @@ pub async fn run(client: Client, base64: bool, args: ReliableArgs) -> Result<()>
         }
         ReliableCommand::Stats { queue } => {
             let q = client.reliable_queue(&queue, opts)?;
+            q.transfer_now().await?;
             let s = q.stats().await?;
             line(
                 format!(
@@ -281,11 +290,9 @@ pub async fn run(client: Client, base64: bool, args: ReliableArgs) -> Result<()>
             line(print_settings(&q.settings().await?).into_bytes())?;
         }
         ReliableCommand::Dead { queue, limit } => {
-            for d in client
-                .reliable_queue(&queue, opts)?
-                .dead_letters(limit)
-                .await?
-            {
+            let q = client.reliable_queue(&queue, opts)?;
+            q.transfer_now().await?;
+            for d in q.dead_letters(limit).await? {
                 let mut text = format!("{}\t{}\t", d.id, d.attempts).into_bytes();
                 text.extend(encode_output(&d.payload, base64));
                 line(text)?;
@@ -293,13 +300,16 @@ pub async fn run(client: Client, base64: bool, args: ReliableArgs) -> Result<()>
         }
         ReliableCommand::RequeueDead { queue, ids } => {
             let q = client.reliable_queue(&queue, opts)?;
+            q.transfer_now().await?;
             let n = q
                 .requeue_dead((!ids.is_empty()).then_some(ids.as_slice()))
                 .await?;
             line(n.to_string().into_bytes())?;
         }
         ReliableCommand::PurgeDead { queue } => {
-            let n = client.reliable_queue(&queue, opts)?.purge_dead().await?;
+            let q = client.reliable_queue(&queue, opts)?;
+            q.transfer_now().await?;
+            let n = q.purge_dead().await?;
             line(n.to_string().into_bytes())?;
         }
     }

@@ -124,6 +124,41 @@ fn stats_prints_the_counts() {
     assert_eq!(out, "delayed 2\nready 0\ncorrupt 0\n");
 }
 
+/// `stats` runs one transfer pass first: an entry already due is ready, though no process
+/// runs a transfer task (the offer exited at once, and ran none).
+#[test]
+fn stats_counts_a_due_entry_as_ready() {
+    let server = RedisServer::start();
+    delayq(&server, &["offer", "due", "0", "now"]);
+    delayq(&server, &["offer", "due", "60000", "later"]);
+    assert_eq!(server.cli(&["LLEN", "due"]), "0", "nothing moved it yet");
+    let out = stdout(&delayq(&server, &["stats", "due"]));
+    assert_eq!(out, "delayed 1\nready 1\ncorrupt 0\n");
+}
+
+/// An environment variable of an option set but empty counts as unset: `REDIS_URL=` does
+/// not make an empty URL, `DELAYQ_WAIT_TIMEOUT_MS=` no unparsable number.
+#[test]
+fn empty_environment_variables_count_as_unset() {
+    let server = RedisServer::start();
+    let empty = [
+        ("REDIS_URL", ""),
+        ("DELAYQ_TLS_CA_FILE", ""),
+        ("DELAYQ_TLS_CERT_FILE", ""),
+        ("DELAYQ_TLS_KEY_FILE", ""),
+        ("DELAYQ_WAIT_REPLICAS", ""),
+        ("DELAYQ_WAIT_AOF", ""),
+        ("DELAYQ_WAIT_TIMEOUT_MS", ""),
+    ];
+    let out = delayq_env(&["--url", &server.url(), "stats", "q"], &empty);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout(&out), "delayed 0\nready 0\ncorrupt 0\n");
+}
+
 #[test]
 fn transfer_moves_due_entries_until_interrupted() {
     let server = RedisServer::start();
@@ -454,6 +489,11 @@ fn credentials_are_never_printed() {
     assert!(out.status.success());
     assert!(seen.contains("redis://***:***@127.0.0.1"), "{seen}");
     assert!(!seen.contains(SECRET), "{seen}");
+    assert!(seen.contains(" DEBUG "), "logs written: {seen}");
+    assert!(
+        !seen.contains('\x1b'),
+        "no colour codes when stderr is no terminal: {seen:?}"
+    );
     check("transfer", &out);
 }
 
@@ -542,4 +582,73 @@ fn serve_answers_http_with_the_token_from_the_environment_and_stops_on_ctrl_c() 
         "{log}"
     );
     assert!(!log.contains("cli-token"), "the token is never printed");
+}
+
+#[test]
+fn serve_warns_of_unsigned_webhooks_and_ctrl_c_ends_a_long_poll_at_once() {
+    let server = RedisServer::start();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let serve = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--url", &server.url(), "serve", "--listen", &listen])
+        .env("DELAYQ_TOKEN", "cli-token")
+        .env_remove("DELAYQ_WEBHOOK_SECRET")
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "delayq serve did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (status, body) = http(port, "GET", "/v1/server", None, "");
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(body.contains(r#""webhook_signing":false"#), "{body}");
+    let poll = std::thread::spawn(move || {
+        let got = http(
+            port,
+            "POST",
+            "/v1/queues/lp/receive",
+            Some("cli-token"),
+            r#"{"wait_ms":20000}"#,
+        );
+        (got, Instant::now())
+    });
+    // The long poll is under way once Redis holds its blocking read.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = server.cli(&["INFO", "clients"]);
+        if info
+            .lines()
+            .any(|l| l.starts_with("blocked_clients:") && l.trim() != "blocked_clients:0")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no long poll under way: {info}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let interrupted = Instant::now();
+    Command::new("kill")
+        .args(["-INT", &serve.id().to_string()])
+        .status()
+        .unwrap();
+    let out = serve.wait_with_output().unwrap();
+    let exited = interrupted.elapsed();
+    assert!(out.status.success());
+    assert!(exited < Duration::from_secs(5), "exit took {exited:?}");
+    let ((status, body), answered) = poll.join().unwrap();
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(body.contains(r#""deliveries":[]"#), "{body}");
+    assert!(answered - interrupted < Duration::from_secs(5));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("WARN") && log.contains("DELAYQ_WEBHOOK_SECRET is not set"),
+        "{log}"
+    );
+    assert!(!log.contains('\x1b'), "no colour codes in a pipe: {log:?}");
 }

@@ -237,3 +237,78 @@ fn shards_are_configured_and_messages_offered_by_shard_key() {
     ));
     assert_eq!(received.lines().count(), 8);
 }
+
+/// Waits (polling Redis, not running any transfer) until the delivery of `queue` has been
+/// idle past the visibility timeout `ms`: its lease has ended, and only a transfer pass
+/// can take it back.
+fn until_the_lease_ended(server: &RedisServer, queue: &str, ms: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let stream = format!("{{dq:{queue}}}:ready");
+    let ms = ms.to_string();
+    loop {
+        let pending = server.cli(&["XPENDING", &stream, "delayq", "IDLE", &ms, "-", "+", "10"]);
+        if !pending.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease of {queue} did not end"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `stats`, `dead`, `requeue-dead` and `purge-dead` run one transfer pass first: a lease
+/// that ended on the last attempt is a dead letter to them at once, though no process
+/// runs a transfer task (the consumer exited).
+#[test]
+fn short_commands_see_ended_leases_without_a_long_running_process() {
+    let server = RedisServer::start();
+    for queue in ["st", "dl", "rq", "pg"] {
+        text(&delayq(
+            &server,
+            &[
+                "reliable",
+                "configure",
+                queue,
+                "--visibility-ms",
+                "200",
+                "--max-attempts",
+                "1",
+            ],
+        ));
+        text(&delayq(
+            &server,
+            &["reliable", "offer", queue, "0", "v", "--id", "m"],
+        ));
+        let got = text(&delayq(
+            &server,
+            &[
+                "reliable",
+                "receive",
+                queue,
+                "--timeout-ms",
+                "5000",
+                "--no-ack",
+            ],
+        ));
+        assert_eq!(got, "v\n");
+        until_the_lease_ended(&server, queue, 200);
+    }
+    assert_eq!(
+        counts(&text(&delayq(&server, &["reliable", "stats", "st"]))),
+        "delayed 0\nready 0\nin_flight 0\ndead 1"
+    );
+    assert_eq!(
+        text(&delayq(&server, &["reliable", "dead", "dl"])),
+        "m\t1\tv\n"
+    );
+    assert_eq!(
+        text(&delayq(&server, &["reliable", "requeue-dead", "rq"])),
+        "1\n"
+    );
+    assert_eq!(
+        text(&delayq(&server, &["reliable", "purge-dead", "pg"])),
+        "1\n"
+    );
+}

@@ -11,6 +11,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine;
@@ -20,6 +21,7 @@ use utoipa::OpenApi;
 
 use crate::auth;
 use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::handover::{self, HandOver};
 use crate::state::{AppState, Held};
 use crate::webhook::{self, WebhookRecord};
 
@@ -67,7 +69,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/v1/delayed/{name}", get(get_delayed))
         .route("/v1/delayed/{name}/messages", post(delayed_offer))
         .route("/v1/delayed/{name}/take", post(delayed_take))
+        .fallback(crate::error::no_route)
+        .method_not_allowed_fallback(crate::error::wrong_method)
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(crate::error::json_errors))
         .with_state(state)
 }
 
@@ -144,6 +149,9 @@ pub(crate) struct ServerInfo {
     token_required: bool,
     /// This process delivers webhooks.
     webhooks: bool,
+    /// Webhook requests carry an HMAC-SHA256 signature (`DELAYQ_WEBHOOK_SECRET` is set);
+    /// false: they go unsigned and endpoints cannot tell them from forgeries.
+    webhook_signing: bool,
     /// The Redis server's clock (Unix ms), as estimated by the service.
     server_time: i64,
 }
@@ -156,6 +164,7 @@ async fn server_info(State(state): AppStateRef) -> Json<ServerInfo> {
         read_only: state.config.token.is_none() && !state.config.allow_unauthenticated,
         token_required: state.config.token.is_some(),
         webhooks: state.config.webhooks,
+        webhook_signing: state.config.webhook_secret.is_some(),
         server_time: state.server_now_ms(),
     })
 }
@@ -242,7 +251,7 @@ pub(crate) struct QueueList {
 }
 
 pub(crate) async fn reliable_counts(state: &AppState, name: &str) -> Result<Counts, String> {
-    let q = state.reliable(name).map_err(|e| e.to_string())?;
+    let q = state.reliable_read(name).map_err(|e| e.to_string())?;
     let s = q.stats().await.map_err(|e| e.to_string())?;
     Ok(Counts {
         delayed: s.delayed,
@@ -253,7 +262,7 @@ pub(crate) async fn reliable_counts(state: &AppState, name: &str) -> Result<Coun
 }
 
 pub(crate) async fn delayed_counts(state: &AppState, name: &str) -> Result<DelayedCounts, String> {
-    let q = state.delayed(name).map_err(|e| e.to_string())?;
+    let q = state.delayed_read(name).map_err(|e| e.to_string())?;
     let s = q.stats().await.map_err(|e| e.to_string())?;
     Ok(DelayedCounts {
         delayed: s.delayed,
@@ -354,7 +363,7 @@ async fn get_queue(
     State(state): AppStateRef,
     Path(name): Path<String>,
 ) -> ApiResult<Json<QueueInfo>> {
-    let q = state.reliable(&name)?;
+    let q = state.reliable_read(&name)?;
     let settings = q.settings().await?;
     let s = q.stats().await?;
     Ok(Json(QueueInfo {
@@ -595,7 +604,7 @@ async fn receive(
     Path(name): Path<String>,
     headers: HeaderMap,
     raw: Bytes,
-) -> ApiResult<Json<ReceiveResponse>> {
+) -> ApiResult<Response> {
     auth::check(&state, &headers)?;
     let req: ReceiveRequest = body(&raw)?;
     let max = req.max.unwrap_or(1);
@@ -608,10 +617,13 @@ async fn receive(
     }
     let q = state.reliable(&name)?;
     // If the client goes away mid-wait, this future is dropped and core gives back what
-    // the server was handing over (receive is cancel-safe).
-    let got = q
-        .receive_many(max, Some(Duration::from_millis(wait)))
-        .await?;
+    // the server was handing over (receive is cancel-safe). When the service stops, the
+    // wait ends at once the same way, and the answer is an empty list.
+    let got = tokio::select! {
+        biased;
+        got = q.receive_many(max, Some(Duration::from_millis(wait))) => got?,
+        _ = state.stop.cancelled() => Vec::new(),
+    };
     state.saw(true, &name);
     let mut held = state.held.lock().unwrap();
     let deliveries = got
@@ -635,8 +647,28 @@ async fn receive(
             );
             json
         })
-        .collect();
-    Ok(Json(ReceiveResponse { deliveries }))
+        .collect::<Vec<DeliveryJson>>();
+    drop(held);
+    if deliveries.is_empty() {
+        return Ok(Json(ReceiveResponse { deliveries }).into_response());
+    }
+    // An answer that is never written gives its deliveries back at once (ready again, the
+    // attempt not counted) rather than leaving them to their lease.
+    let ids: Vec<String> = deliveries.iter().map(|d| d.delivery_id.clone()).collect();
+    let owner = state.clone();
+    let give_back = move || {
+        handover::spawn(async move {
+            for id in ids {
+                let Some(h) = owner.held.lock().unwrap().remove(&id) else {
+                    continue;
+                };
+                if let Err(e) = h.delivery.release().await {
+                    tracing::warn!(queue = %h.queue, error = %e, "could not give back a delivery whose answer was not sent; it returns after its lease");
+                }
+            }
+        })
+    };
+    Ok(HandOver::json(&ReceiveResponse { deliveries }, give_back))
 }
 
 fn held(state: &AppState, name: &str, delivery: &str) -> ApiResult<delayq::Delivery> {
@@ -793,7 +825,7 @@ async fn dead_letters(
             }
         }
     }
-    let q = state.reliable(&name)?;
+    let q = state.reliable_read(&name)?;
     let dead = q.dead_letters(limit).await?;
     let records: Vec<Option<String>> = if dead.is_empty() {
         Vec::new()
@@ -816,7 +848,8 @@ async fn dead_letters(
                 .get(i)
                 .cloned()
                 .flatten()
-                .and_then(|r| serde_json::from_str(&r).ok()),
+                .and_then(|r| serde_json::from_str::<WebhookRecord>(&r).ok())
+                .map(WebhookRecord::redacted),
             id: d.id,
         })
         .collect();
@@ -909,7 +942,7 @@ async fn get_delayed(
     State(state): AppStateRef,
     Path(name): Path<String>,
 ) -> ApiResult<Json<DelayedInfo>> {
-    let q = state.delayed(&name)?;
+    let q = state.delayed_read(&name)?;
     let s = q.stats().await?;
     Ok(Json(DelayedInfo {
         counts: DelayedCounts {
@@ -983,7 +1016,7 @@ async fn delayed_take(
     Path(name): Path<String>,
     headers: HeaderMap,
     raw: Bytes,
-) -> ApiResult<Json<TakeResponse>> {
+) -> ApiResult<Response> {
     auth::check(&state, &headers)?;
     let req: TakeRequest = body(&raw)?;
     let wait = req.wait_ms.unwrap_or(0);
@@ -991,11 +1024,29 @@ async fn delayed_take(
         return Err(ApiError::invalid(format!("wait_ms is 0 to {MAX_WAIT_MS}")));
     }
     let q = state.delayed(&name)?;
-    let value = q.take(Some(Duration::from_millis(wait))).await?;
+    // Cancel-safe like receive: a take cut short by the service stopping gives back what
+    // it was handed and answers `value: null`.
+    let value = tokio::select! {
+        biased;
+        value = q.take(Some(Duration::from_millis(wait))) => value?,
+        _ = state.stop.cancelled() => None,
+    };
     state.saw(false, &name);
-    Ok(Json(TakeResponse {
+    let answer = TakeResponse {
         value: value.as_deref().map(Payload::of),
-    }))
+    };
+    let Some(value) = value else {
+        return Ok(Json(answer).into_response());
+    };
+    // An answer that is never written puts the value back at the head of the queue.
+    let give_back = move || {
+        handover::spawn(async move {
+            if let Err(e) = q.give_back(&value).await {
+                tracing::error!(queue = %q.name(), error = %e, "could not give back a value whose answer was not sent");
+            }
+        })
+    };
+    Ok(HandOver::json(&answer, give_back))
 }
 
 // ---------------------------------------------------------------- the document

@@ -16,6 +16,16 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
+/// The token of an `Authorization: Bearer <token>` value. The scheme's name is
+/// case-insensitive (RFC 9110 section 11.1: `bearer`, `BEARER` too) and may be followed by
+/// more than one space.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once([' ', '\t'])?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches([' ', '\t']))
+}
+
 /// Allows a mutating request, or says why not (401, or 403 when the service is read-only).
 pub(crate) fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(token) = &state.config.token else {
@@ -31,7 +41,7 @@ pub(crate) fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiErro
     let given = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(bearer)
         .unwrap_or("");
     if same(given.as_bytes(), token.as_bytes()) {
         Ok(())
@@ -43,6 +53,23 @@ pub(crate) fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiErro
                 .into(),
         })
     }
+}
+
+#[cfg(test)]
+#[test]
+fn the_scheme_is_case_insensitive() {
+    for v in [
+        "Bearer abc",
+        "bearer abc",
+        "BEARER abc",
+        "bEaReR  abc",
+        "Bearer\tabc",
+    ] {
+        assert_eq!(bearer(v), Some("abc"), "{v:?}");
+    }
+    assert_eq!(bearer("Basic abc"), None);
+    assert_eq!(bearer("Bearerabc"), None);
+    assert_eq!(bearer("abc"), None);
 }
 
 #[cfg(test)]

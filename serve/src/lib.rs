@@ -12,6 +12,7 @@ mod auth;
 pub mod bench;
 mod dashboard;
 mod error;
+mod handover;
 mod metrics;
 mod state;
 mod webhook;
@@ -116,6 +117,13 @@ pub async fn run(
             "read-only: set DELAYQ_TOKEN (or pass --allow-unauthenticated) to allow changes"
         }
     };
+    if config.webhooks && config.webhook_secret.is_none() {
+        tracing::warn!(
+            "DELAYQ_WEBHOOK_SECRET is not set: webhook requests will be sent unsigned \
+             (no x-delayq-signature header), so endpoints cannot tell them from forged \
+             ones; set it to sign them (docs/serve.md, Webhooks)"
+        );
+    }
     let server = Server::start(client, config).await?;
     eprintln!(
         "delayq: serving on http://{} ({mode}; Ctrl-C to stop)",

@@ -1,11 +1,19 @@
 //! `/metrics`: Prometheus text format, written with `prometheus-client` from core's
 //! counters (`delayq::metrics`, this process's events) and the queues' counts in Redis
 //! (read at each scrape). Names and labels are listed in docs/serve.md.
+//!
+//! `prometheus-client` writes OpenMetrics 1.0. A scraper that asks for it (`Accept:
+//! application/openmetrics-text`, as Prometheus does) gets that; anything else (no
+//! `Accept`, `text/plain`, `*/*`) gets the classic Prometheus text format 0.0.4, converted
+//! line by line by [`to_prometheus_text`]. Label values are escaped here
+//! ([`label_value`]): `prometheus-client` writes them as given.
 
 use std::sync::Arc;
 
+use std::collections::HashMap;
+
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, HeaderMap};
 use axum::response::IntoResponse;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -50,6 +58,22 @@ impl From<DelayedCounts> for CountsRow {
 
 type Labels = Vec<(&'static str, String)>;
 
+/// A label value as the text formats want it (the same rules in Prometheus 0.0.4 and
+/// OpenMetrics): `\` as `\\`, `"` as `\"`, a line feed as `\n`. A queue name may hold any
+/// of them, and one unescaped would break the whole scrape.
+fn label_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn histogram(
     encoder: &mut DescriptorEncoder,
     name: &str,
@@ -91,7 +115,7 @@ impl prometheus_client::collector::Collector for Scrape {
                 for (name, counts) in list {
                     for (state, n) in counts.iter().flat_map(|c| c.0.iter()) {
                         let labels: Labels = vec![
-                            ("queue", name.clone()),
+                            ("queue", label_value(name)),
                             ("kind", kind.into()),
                             ("state", (*state).into()),
                         ];
@@ -109,7 +133,7 @@ impl prometheus_client::collector::Collector for Scrape {
             )?;
             for (kind, list) in [("reliable", &self.reliable), ("delayed", &self.delayed)] {
                 for (name, counts) in list {
-                    let labels: Labels = vec![("queue", name.clone()), ("kind", kind.into())];
+                    let labels: Labels = vec![("queue", label_value(name)), ("kind", kind.into())];
                     ConstGauge::new(counts.is_some() as i64)
                         .encode(family.encode_family(&labels)?)?;
                 }
@@ -151,8 +175,10 @@ impl prometheus_client::collector::Collector for Scrape {
         for (name, help, pick) in counters {
             let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
             for q in &self.core.queues {
-                let labels: Labels =
-                    vec![("queue", q.name.clone()), ("kind", q.kind.as_str().into())];
+                let labels: Labels = vec![
+                    ("queue", label_value(&q.name)),
+                    ("kind", q.kind.as_str().into()),
+                ];
                 ConstCounter::new(pick(q)).encode(family.encode_family(&labels)?)?;
             }
         }
@@ -161,7 +187,7 @@ impl prometheus_client::collector::Collector for Scrape {
             .queues
             .iter()
             .filter(|q| q.kind == delayq::metrics::QueueKind::Reliable)
-            .map(|q| (vec![("queue", q.name.clone())], &q.lateness))
+            .map(|q| (vec![("queue", label_value(&q.name))], &q.lateness))
             .collect();
         histogram(
             &mut encoder,
@@ -176,7 +202,10 @@ impl prometheus_client::collector::Collector for Scrape {
             .filter(|q| q.transfer_duration.count > 0)
             .map(|q| {
                 (
-                    vec![("queue", q.name.clone()), ("kind", q.kind.as_str().into())],
+                    vec![
+                        ("queue", label_value(&q.name)),
+                        ("kind", q.kind.as_str().into()),
+                    ],
                     &q.transfer_duration,
                 )
             })
@@ -206,10 +235,80 @@ impl prometheus_client::collector::Collector for Scrape {
     }
 }
 
-/// Prometheus text format.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Whether an `Accept` header prefers OpenMetrics: it names
+/// `application/openmetrics-text` with a quality at least that of `text/plain` (or
+/// `text/*`, `*/*`). Prometheus sends `application/openmetrics-text;version=1.0.0,...,
+/// text/plain;version=0.0.4;q=0.5,*/*;q=0.1`.
+fn wants_openmetrics(accept: Option<&str>) -> bool {
+    let (mut open, mut text) = (0.0f32, 0.0f32);
+    for range in accept.unwrap_or("").split(',') {
+        let mut params = range.split(';');
+        let media = params.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q = params
+            .filter_map(|p| p.split_once('='))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+            .map_or(1.0, |(_, v)| v.trim().parse().unwrap_or(0.0));
+        match media.as_str() {
+            "application/openmetrics-text" => open = open.max(q),
+            "text/plain" | "text/*" | "*/*" => text = text.max(q),
+            _ => {}
+        }
+    }
+    open > 0.0 && open >= text
+}
+
+/// OpenMetrics text (as `prometheus-client` writes it) to the Prometheus text format
+/// 0.0.4: a counter family is named with its `_total` in `# HELP` and `# TYPE`; `# UNIT`
+/// and `# EOF` go, and so do `_created` samples. Sample lines are otherwise the same in
+/// both formats (no exemplars are written here). A line feed in a label value is escaped,
+/// so every line is one line of the format.
+pub(crate) fn to_prometheus_text(open: &str) -> String {
+    let types: HashMap<&str, &str> = open
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split_once(' '))
+        .collect();
+    let mut out = String::with_capacity(open.len());
+    for line in open.lines() {
+        if let Some(comment) = line.strip_prefix("# ") {
+            let (keyword, rest) = comment.split_once(' ').unwrap_or((comment, ""));
+            if keyword != "HELP" && keyword != "TYPE" {
+                continue; // UNIT, EOF
+            }
+            let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+            let suffix = if types.get(name) == Some(&"counter") {
+                "_total"
+            } else {
+                ""
+            };
+            out.push_str(&format!("# {keyword} {name}{suffix} {tail}\n"));
+        } else if !line.is_empty() {
+            let name = line.split(['{', ' ']).next().unwrap_or("");
+            let created_of = name
+                .strip_suffix("_created")
+                .and_then(|family| types.get(family));
+            if matches!(created_of, Some(&("counter" | "histogram" | "summary"))) {
+                continue;
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Prometheus text format 0.0.4, or OpenMetrics 1.0 when the `Accept` header asks for it.
 #[utoipa::path(get, path = "/metrics", tag = "service",
-    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
-pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    responses((status = 200,
+        description = "Prometheus text format 0.0.4; OpenMetrics 1.0 when `Accept` asks for `application/openmetrics-text`",
+        content_type = "text/plain")))]
+pub(crate) async fn metrics(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> impl IntoResponse {
     let (reliable, delayed) = state.known();
     let reliable = futures_util::future::join_all(reliable.into_iter().map(|name| {
         let state = &state;
@@ -238,11 +337,58 @@ pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResp
     }));
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).expect("write to a String");
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let (kind, text) = if wants_openmetrics(accept) {
+        (OPENMETRICS, text)
+    } else {
+        (PROMETHEUS, to_prometheus_text(&text))
+    };
     (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
+        [(header::CONTENT_TYPE, kind), (header::VARY, "accept")],
         text,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(label_value("plain"), "plain");
+        assert_eq!(label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn openmetrics_only_when_asked_for() {
+        for (accept, open) in [
+            (None, false),
+            (Some("text/plain"), false),
+            (Some("*/*"), false),
+            (Some("text/plain;version=0.0.4"), false),
+            (Some("application/openmetrics-text"), true),
+            (
+                Some("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"),
+                true,
+            ),
+            (Some("text/plain, application/openmetrics-text;q=0.5"), false),
+            (Some("application/openmetrics-text;q=0"), false),
+            (Some("Application/OpenMetrics-Text; Version=1.0.0"), true),
+        ] {
+            assert_eq!(wants_openmetrics(accept), open, "{accept:?}");
+        }
+    }
+
+    #[test]
+    fn openmetrics_converts_to_prometheus_text() {
+        let open = "# HELP c_x Things.\n# TYPE c_x counter\nc_x_total{queue=\"a\"} 1\nc_x_created{queue=\"a\"} 1.5\n\
+                    # HELP h Lateness.\n# TYPE h histogram\n# UNIT h seconds\nh_bucket{le=\"+Inf\"} 2\nh_sum 0.5\nh_count 2\n\
+                    # HELP g Gauge.\n# TYPE g gauge\ng 3\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(open),
+            "# HELP c_x_total Things.\n# TYPE c_x_total counter\nc_x_total{queue=\"a\"} 1\n\
+             # HELP h Lateness.\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_sum 0.5\nh_count 2\n\
+             # HELP g Gauge.\n# TYPE g gauge\ng 3\n"
+        );
+    }
 }

@@ -42,6 +42,13 @@ pub(crate) struct Known {
     pub(crate) delayed: BTreeSet<String>,
 }
 
+fn no_scheduler() -> delayq::SchedulerOptions {
+    delayq::SchedulerOptions {
+        enabled: false,
+        ..Default::default()
+    }
+}
+
 pub(crate) fn local_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -92,6 +99,48 @@ impl AppState {
         let q = self.client.delayed_queue(name)?;
         map.insert(name.to_owned(), q.clone());
         Ok(q)
+    }
+
+    /// A handle for a read-only call (`GET`, `/metrics`, the dashboard). A queue this
+    /// service holds, or knows (named on the command line, found by `SCAN`, used through
+    /// it), gets the service's own handle, as a mutating call would. Any other name gets a
+    /// transient handle without a transfer task, dropped after the call: an
+    /// unauthenticated `GET` of made-up names must not make the service hold a handle, a
+    /// transfer task, a subscription and metric series for each of them for good.
+    pub(crate) fn reliable_read(&self, name: &str) -> delayq::Result<ReliableQueue> {
+        if let Some(q) = self.reliable.lock().unwrap().get(name) {
+            return Ok(q.clone());
+        }
+        if self.is_known(true, name) {
+            return self.reliable(name);
+        }
+        self.client.reliable_queue(
+            name,
+            ReliableQueueOptions {
+                scheduler: no_scheduler(),
+                ..Default::default()
+            },
+        )
+    }
+
+    /// [`AppState::reliable_read`] for a delayed queue.
+    pub(crate) fn delayed_read(&self, name: &str) -> delayq::Result<DelayedQueue> {
+        if let Some(q) = self.delayed.lock().unwrap().get(name) {
+            return Ok(q.clone());
+        }
+        if self.is_known(false, name) {
+            return self.delayed(name);
+        }
+        self.client.delayed_queue_with(name, no_scheduler())
+    }
+
+    fn is_known(&self, reliable: bool, name: &str) -> bool {
+        let known = self.known.lock().unwrap();
+        if reliable {
+            known.reliable.contains(name)
+        } else {
+            known.delayed.contains(name)
+        }
     }
 
     /// Remembers a queue used through the server, for the dashboard and `/metrics`.

@@ -62,6 +62,50 @@ pub(crate) struct WebhookRecord {
     pub(crate) last_error: Option<String>,
 }
 
+impl WebhookRecord {
+    /// The record as read-only views show it: the URL [`redact_url`]ed.
+    pub(crate) fn redacted(mut self) -> Self {
+        self.url = redact_url(&self.url);
+        self
+    }
+}
+
+/// A callback URL safe to show: its user name, password, the value of every query
+/// parameter and its fragment replaced by `***` (a callback URL often carries a token:
+/// `https://user:PW@host/hook?api_key=KEY` shows as
+/// `https://***:***@host/hook?api_key=***`). The scheme, host, port and path stay. Like
+/// core's `delayq::redact_url` for Redis URLs, but with no query parameter let through.
+pub(crate) fn redact_url(url: &str) -> String {
+    if url.is_empty() {
+        return String::new();
+    }
+    let Ok(mut u) = url::Url::parse(url) else {
+        return "<unparsable url>".to_owned();
+    };
+    if !u.username().is_empty() {
+        let _ = u.set_username("***");
+    }
+    if u.password().is_some() {
+        let _ = u.set_password(Some("***"));
+    }
+    if let Some(query) = u.query() {
+        let redacted = query
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) => format!("{k}=***"),
+                None => "***".to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("&");
+        u.set_query(Some(&redacted));
+    }
+    if u.fragment().is_some() {
+        u.set_fragment(Some("***"));
+    }
+    u.to_string()
+}
+
 /// The signature of a webhook request: hex HMAC-SHA256 of `"{timestamp}.{body}"`.
 pub fn sign(secret: &[u8], timestamp: u64, body: &[u8]) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
@@ -313,6 +357,26 @@ async fn fail(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn callback_urls_are_shown_without_credentials() {
+        for (url, shown) in [
+            (
+                "http://user:PW@host.example/path?api_key=KEY",
+                "http://***:***@host.example/path?api_key=***",
+            ),
+            (
+                "https://host.example:8443/a/b?token=t&x=1&flag#frag",
+                "https://host.example:8443/a/b?token=***&x=***&***#***",
+            ),
+            ("https://tok@host.example/", "https://***@host.example/"),
+            ("https://host.example/hook", "https://host.example/hook"),
+            ("", ""),
+            ("not a url", "<unparsable url>"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
 
     #[test]
     fn signature_is_hmac_sha256_of_timestamp_dot_body() {

@@ -615,10 +615,11 @@ async fn metrics_openapi_and_dashboard_are_served() {
         "delayq_dead_total{queue=\"m\",kind=\"reliable\"} 0",
         "delayq_lateness_seconds_count{queue=\"m\"} 1",
         "delayq_connection_errors_total ",
-        "# EOF",
+        "# TYPE delayq_offered_total counter",
     ] {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
+    parse_prometheus_text(&text);
 
     let (s, doc) = env.call("GET", "/openapi.json", None).await;
     assert_eq!(s, 200);
@@ -650,5 +651,453 @@ async fn metrics_openapi_and_dashboard_are_served() {
     assert_eq!(env.get_text("/assets/app.js").await.0, 200);
     assert_eq!(env.get_text("/assets/app.css").await.0, 200);
     assert_eq!(env.get_text("/assets/other.js").await.0, 404);
+    env.stop().await;
+}
+
+/// One sample of the text format: metric name, labels (unescaped), value.
+type Sample = (String, Vec<(String, String)>, String);
+
+/// Parses the Prometheus text format 0.0.4 line by line, and checks it as a scraper
+/// would: `# HELP`/`# TYPE` only, each sample after the `# TYPE` of its family (a counter's
+/// family named with `_total`, a histogram's samples `_bucket`, `_sum`, `_count`), label
+/// values with only the `\\`, `\"` and `\n` escapes, and a number for a value.
+fn parse_prometheus_text(text: &str) -> Vec<Sample> {
+    let mut family: Option<(String, String)> = None;
+    let mut samples = Vec::new();
+    for line in text.lines() {
+        if let Some(comment) = line.strip_prefix('#') {
+            let words: Vec<&str> = comment.trim_start().splitn(3, ' ').collect();
+            match words[..] {
+                ["HELP", _, ..] => {}
+                ["TYPE", name, kind] => {
+                    assert!(
+                        ["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind),
+                        "{line}"
+                    );
+                    if kind == "counter" {
+                        assert!(name.ends_with("_total"), "counter family {name}: {line}");
+                    }
+                    family = Some((name.to_owned(), kind.to_owned()));
+                }
+                _ => panic!("not a line of the Prometheus text format: {line:?}"),
+            }
+            continue;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        let end = line.find(['{', ' ']).expect("a value");
+        let name = &line[..end];
+        let mut rest = &line[end..];
+        let mut labels = Vec::new();
+        if let Some(inner) = rest.strip_prefix('{') {
+            let mut chars = inner.char_indices().peekable();
+            loop {
+                let (i, c) = chars.next().expect("labels end");
+                if c == '}' {
+                    rest = &inner[i + 1..];
+                    break;
+                }
+                if c == ',' {
+                    continue;
+                }
+                let mut key = String::from(c);
+                for (_, c) in chars.by_ref() {
+                    if c == '=' {
+                        break;
+                    }
+                    key.push(c);
+                }
+                assert_eq!(chars.next().map(|p| p.1), Some('"'), "{line}");
+                let mut value = String::new();
+                loop {
+                    match chars.next().expect("a closed label value").1 {
+                        '"' => break,
+                        '\\' => match chars.next().expect("an escape").1 {
+                            '\\' => value.push('\\'),
+                            '"' => value.push('"'),
+                            'n' => value.push('\n'),
+                            other => panic!("bad escape \\{other} in {line:?}"),
+                        },
+                        c => value.push(c),
+                    }
+                }
+                labels.push((key, value));
+            }
+        }
+        let value = rest.trim();
+        assert!(
+            value.parse::<f64>().is_ok() || ["+Inf", "-Inf", "NaN"].contains(&value),
+            "value {value:?} in {line:?}"
+        );
+        let (fam, kind) = family
+            .as_ref()
+            .unwrap_or_else(|| panic!("no TYPE line before {line:?}"));
+        let belongs = match kind.as_str() {
+            "histogram" => ["_bucket", "_sum", "_count"]
+                .iter()
+                .any(|s| name == format!("{fam}{s}")),
+            _ => name == fam,
+        };
+        assert!(belongs, "sample {name} after the TYPE of {fam} ({kind})");
+        samples.push((name.to_owned(), labels, value.to_owned()));
+    }
+    samples
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_escape_label_values_and_speak_prometheus_text_unless_openmetrics_is_asked() {
+    let env = Env::start(config()).await;
+    let weird = "we\"ird\\q\nname";
+    let path = "/v1/queues/we%22ird%5Cq%0Aname/messages";
+    let (s, _) = env.call("POST", path, Some(json!({"payload": "x"}))).await;
+    assert_eq!(s, 201);
+    let (s, _) = env
+        .call(
+            "POST",
+            "/v1/queues/plain/messages",
+            Some(json!({"payload": "x"})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    env.receive_and("plain", "ack").await;
+    let get = |accept: Option<&'static str>| {
+        let mut req = env.http.get(format!("{}/metrics", env.base));
+        if let Some(a) = accept {
+            req = req.header("accept", a);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            assert_eq!(resp.status(), 200);
+            let kind = resp.headers()["content-type"].to_str().unwrap().to_owned();
+            (kind, resp.text().await.unwrap())
+        }
+    };
+
+    for accept in [None, Some("text/plain"), Some("*/*")] {
+        let (kind, text) = get(accept).await;
+        assert_eq!(
+            kind, "text/plain; version=0.0.4; charset=utf-8",
+            "{accept:?}"
+        );
+        assert!(
+            !text.contains("# EOF") && !text.contains("# UNIT"),
+            "{text}"
+        );
+        assert!(!text.contains("_created"), "{text}");
+        let samples = parse_prometheus_text(&text);
+        let find = |name: &str, queue: &str| {
+            samples
+                .iter()
+                .find(|(n, l, _)| n == name && l.iter().any(|(k, v)| k == "queue" && v == queue))
+                .map(|s| s.2.clone())
+        };
+        assert_eq!(find("delayq_offered_total", weird).as_deref(), Some("1"));
+        assert_eq!(
+            find("delayq_queue_up", weird).as_deref(),
+            Some("1"),
+            "the weird queue's counts read"
+        );
+        assert_eq!(find("delayq_acked_total", "plain").as_deref(), Some("1"));
+        assert_eq!(
+            find("delayq_lateness_seconds_count", "plain").as_deref(),
+            Some("1")
+        );
+        assert!(
+            text.contains("# TYPE delayq_offered_total counter\n"),
+            "{text}"
+        );
+        assert!(text.contains("# HELP delayq_offered_total "), "{text}");
+        assert!(text.contains("# TYPE delayq_connection_errors_total counter\n"));
+        assert!(
+            text.contains(r#"delayq_offered_total{queue="we\"ird\\q\nname",kind="reliable"} 1"#),
+            "{text}"
+        );
+    }
+
+    // Prometheus's own Accept header: OpenMetrics, as prometheus-client writes it.
+    let (kind, text) = get(Some(
+        "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+    ))
+    .await;
+    assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(text.contains("# TYPE delayq_offered counter\n"), "{text}");
+    assert!(
+        text.contains(r#"delayq_offered_total{queue="we\"ird\\q\nname",kind="reliable"} 1"#),
+        "{text}"
+    );
+    env.stop().await;
+}
+
+/// The Pub/Sub channels of Redis whose name contains `part`.
+fn channels(env: &Env, part: &str) -> Vec<String> {
+    env.redis
+        .cli(&["PUBSUB", "CHANNELS", &format!("*{part}*")])
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_a_queue_the_service_does_not_know_holds_nothing() {
+    let env = Env::start(delayq_serve::Config {
+        queues: vec!["named".into()],
+        ..config()
+    })
+    .await;
+    for i in 0..30 {
+        for path in [
+            format!("/v1/queues/ghost-{i}"),
+            format!("/v1/queues/ghost-{i}/dead"),
+            format!("/v1/delayed/ghost-d-{i}"),
+        ] {
+            let (s, body) = env.call_as(None, "GET", &path, None).await;
+            assert_eq!(s, 200, "{path}: {body}");
+        }
+    }
+    let (_, info) = env.call_as(None, "GET", "/v1/queues/ghost-0", None).await;
+    assert_eq!(info["counts"]["ready"], 0);
+    // A queue named on the command line, read, and one offered to: held, with their
+    // transfer tasks (subscribed to their channel, one pass counted).
+    assert_eq!(
+        env.call_as(None, "GET", "/v1/queues/named", None).await.0,
+        200
+    );
+    let (s, _) = env
+        .call(
+            "POST",
+            "/v1/queues/probe/messages",
+            Some(json!({"payload": "x", "delay_ms": 60000})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    until(Duration::from_secs(10), || async {
+        let passes = |name: &str| {
+            delayq::metrics::queue(delayq::metrics::QueueKind::Reliable, name)
+                .transfer_duration
+                .count
+        };
+        (channels(&env, "probe").len() == 1
+            && channels(&env, "named").len() == 1
+            && passes("probe") > 0
+            && passes("named") > 0)
+            .then_some(())
+    })
+    .await;
+    // By then the made-up names would have theirs too, had they got handles.
+    assert_eq!(channels(&env, "ghost"), Vec::<String>::new());
+    let snapshot = delayq::metrics::snapshot();
+    assert!(
+        !snapshot.queues.iter().any(|q| q.name.contains("ghost")),
+        "no metric series for a read"
+    );
+    let (_, text) = env.get_text("/metrics").await;
+    assert!(!text.contains("ghost"), "{text}");
+    let (_, all) = env.call_as(None, "GET", "/v1/queues", None).await;
+    let names: Vec<&str> = all["reliable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"named") && names.contains(&"probe"),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.contains("ghost")), "{names:?}");
+    assert!(all["delayed"].as_array().unwrap().is_empty(), "{all}");
+    env.stop().await;
+}
+
+/// The `blocked_clients` of Redis's INFO.
+fn blocked_clients(env: &Env) -> u32 {
+    env.redis
+        .cli(&["INFO", "clients"])
+        .lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_the_service_ends_long_polls_at_once() {
+    let mut env = Env::start(config()).await;
+    let long = |path: &'static str| {
+        let req = env
+            .http
+            .post(format!("{}{path}", env.base))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(r#"{"wait_ms": 20000}"#);
+        tokio::spawn(async move {
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            let body: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+            (status, body, std::time::Instant::now())
+        })
+    };
+    let receive = long("/v1/queues/lp/receive");
+    let take = long("/v1/delayed/lpd/take");
+    until(Duration::from_secs(10), || async {
+        (blocked_clients(&env) >= 2).then_some(())
+    })
+    .await;
+    let stopping = std::time::Instant::now();
+    env.server.take().unwrap().stop().await.unwrap();
+    let stopped = stopping.elapsed();
+    let (s, got, at) = receive.await.unwrap();
+    assert_eq!((s, &got["deliveries"]), (200, &json!([])), "{got}");
+    assert!(
+        at - stopping < Duration::from_secs(3),
+        "{:?}",
+        at - stopping
+    );
+    let (s, took, at) = take.await.unwrap();
+    assert_eq!((s, &took["value"]), (200, &Value::Null), "{took}");
+    assert!(
+        at - stopping < Duration::from_secs(3),
+        "{:?}",
+        at - stopping
+    );
+    assert!(stopped < Duration::from_secs(3), "stop took {stopped:?}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_gone_mid_poll_leaves_nothing_in_flight() {
+    use tokio::io::AsyncWriteExt;
+    let env = Env::start(config()).await;
+    let body = r#"{"wait_ms": 20000}"#;
+    let mut conn = tokio::net::TcpStream::connect(env.base.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    conn.write_all(
+        format!(
+            "POST /v1/queues/gone/receive HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    until(Duration::from_secs(10), || async {
+        (blocked_clients(&env) >= 1).then_some(())
+    })
+    .await;
+    drop(conn);
+    let (s, _) = env
+        .call(
+            "POST",
+            "/v1/queues/gone/messages",
+            Some(json!({"payload": "for whoever asks", "id": "m"})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    // The abandoned poll gave back whatever it was handed: the message is received at
+    // once, as a first attempt, not after its 30 s lease.
+    let started = std::time::Instant::now();
+    let (_, got) = env
+        .call(
+            "POST",
+            "/v1/queues/gone/receive",
+            Some(json!({"wait_ms": 10000})),
+        )
+        .await;
+    assert_eq!(got["deliveries"][0]["id"], "m", "{got}");
+    assert_eq!(got["deliveries"][0]["attempt"], 1, "{got}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_is_json_even_those_axum_makes() {
+    let env = Env::start(config()).await;
+    for (method, path, status, kind) in [
+        ("GET", "/v1/nothing", 404, "not_found"),
+        ("GET", "/nothing/at/all", 404, "not_found"),
+        ("POST", "/metrics", 405, "method_not_allowed"),
+        ("PUT", "/v1/queues/q", 405, "method_not_allowed"),
+        ("GET", "/v1/queues/q/messages", 405, "method_not_allowed"),
+        ("GET", "/v1/queues/%FF%FE", 400, "invalid_argument"),
+        ("GET", "/assets/other.js", 404, "not_found"),
+    ] {
+        let resp = env
+            .http
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                format!("{}{path}", env.base),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), status, "{method} {path}");
+        assert_eq!(
+            resp.headers()["content-type"],
+            "application/json",
+            "{method} {path}"
+        );
+        if status == 405 {
+            assert!(resp.headers().contains_key("allow"), "{method} {path}");
+        }
+        let body: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+        assert_eq!(body["error"]["kind"], kind, "{method} {path}: {body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{body}"
+        );
+    }
+
+    // A body over the 16 MiB limit.
+    let big = format!(r#"{{"payload":"{}"}}"#, "x".repeat(17 * 1024 * 1024));
+    let (s, e) = env.call_raw("POST", "/v1/queues/q/messages", &big).await;
+    assert_eq!(
+        (s, e["error"]["kind"].as_str()),
+        (413, Some("invalid_argument")),
+        "{e}"
+    );
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("limit"),
+        "{e}"
+    );
+    assert_eq!(env.keys(), Vec::<String>::new());
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_scheme_is_case_insensitive_and_a_401_names_it() {
+    let env = Env::start(config()).await;
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let resp = env
+            .http
+            .post(format!("{}/v1/queues/q/messages", env.base))
+            .header("authorization", format!("{scheme} {TOKEN}"))
+            .header("content-type", "application/json")
+            .body(r#"{"payload":"x"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201, "{scheme}");
+    }
+    for auth in [
+        None,
+        Some("bearer wrong".to_owned()),
+        Some(format!("Basic {TOKEN}")),
+    ] {
+        let mut req = env
+            .http
+            .post(format!("{}/v1/queues/q/messages", env.base))
+            .body(r#"{"payload":"x"}"#);
+        if let Some(a) = &auth {
+            req = req.header("authorization", a.as_str());
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 401, "{auth:?}");
+        let challenge = resp.headers()["www-authenticate"].to_str().unwrap();
+        assert!(challenge.starts_with("Bearer"), "{challenge}");
+    }
     env.stop().await;
 }

@@ -331,3 +331,60 @@ async fn an_unreachable_endpoint_is_a_failed_attempt_and_a_message_without_a_rec
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callback_urls_are_shown_without_their_credentials() {
+    let env = Env::start(hook_config()).await;
+    env.configure("secret-hooks", 1, vec![Duration::from_millis(10)])
+        .await;
+    // A port nobody listens on: the one attempt fails, and the message is a dead letter.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://user:PW-s3cret@127.0.0.1:{port}/path?api_key=KEY-s3cret&v=2");
+    let (s, _) = env
+        .call(
+            "POST",
+            "/v1/queues/secret-hooks/messages",
+            Some(json!({"payload": "x", "id": "w", "callback_url": url})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    let text = until(Duration::from_secs(20), || async {
+        let (_, t) = env.get_text("/v1/queues/secret-hooks/dead").await;
+        t.contains("\"id\":\"w\"").then_some(t)
+    })
+    .await;
+    assert!(!text.contains("s3cret"), "{text}");
+    let dead: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        dead["dead_letters"][0]["webhook"]["url"],
+        format!("http://***:***@127.0.0.1:{port}/path?api_key=***&v=***")
+    );
+    // The record keeps the URL itself: a requeue delivers to it.
+    let stored = env.redis.cli(&["HGET", "{dq:secret-hooks}:webhook", "w"]);
+    assert!(
+        stored.contains("PW-s3cret") && stored.contains("KEY-s3cret"),
+        "{stored}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_says_whether_webhooks_are_signed() {
+    let signed = Env::start(hook_config()).await;
+    let (_, info) = signed.call_as(None, "GET", "/v1/server", None).await;
+    assert_eq!(info["webhook_signing"], true, "{info}");
+    signed.stop().await;
+    let unsigned = Env::start(delayq_serve::Config {
+        webhook_secret: None,
+        ..hook_config()
+    })
+    .await;
+    let (_, info) = unsigned.call_as(None, "GET", "/v1/server", None).await;
+    assert_eq!(info["webhook_signing"], false, "{info}");
+    assert_eq!(info["webhooks"], true, "{info}");
+    unsigned.stop().await;
+}
