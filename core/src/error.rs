@@ -80,6 +80,13 @@ impl Error {
         }
     }
 
+    /// A panic caught in delayq's code, as a `server` error that says it is a bug.
+    pub fn from_panic(panic: Box<dyn std::any::Any + Send>) -> Self {
+        let text = panic.downcast_ref::<&str>().map_or("", |s| *s);
+        let text = panic.downcast_ref::<String>().map_or(text, String::as_str);
+        Error::Server(format!("internal error (a bug in delayq): {text}"))
+    }
+
     /// The message without the kind's prefix (for an error wrapped in another).
     pub(crate) fn detail(&self) -> &str {
         match self {
@@ -125,5 +132,33 @@ impl From<redis::RedisError> for Error {
             return Error::Connection(msg);
         }
         Error::Server(msg)
+    }
+}
+
+/// Runs `fut`; a panic in it becomes its error ([`Error::from_panic`]) rather than a
+/// task that never answers (a binding's future would wait forever).
+pub async fn caught<T>(fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    use futures_util::FutureExt;
+    let fut = std::panic::AssertUnwindSafe(fut).catch_unwind();
+    fut.await
+        .unwrap_or_else(|panic| Err(Error::from_panic(panic)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panic_in_a_caught_future_is_a_server_error_naming_a_bug() {
+        let panicking = async {
+            if true {
+                panic!("went wrong");
+            }
+            Ok(())
+        };
+        let e = caught(panicking).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Server);
+        assert!(e.to_string().contains("a bug in delayq): went wrong"), "{e}");
+        assert_eq!(caught(async { Ok(7) }).await.unwrap(), 7);
     }
 }

@@ -203,7 +203,7 @@ impl<T: Taken> Handover<T> {
         });
         let task_shared = shared.clone();
         let task = runtime.spawn(async move {
-            let outcome = call.await;
+            let outcome = crate::error::caught(call).await;
             let notify = {
                 let mut state = task_shared.lock();
                 match std::mem::replace(&mut *state, State::Ended) {

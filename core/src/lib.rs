@@ -39,7 +39,7 @@ mod scripts;
 pub use client::Client;
 pub use connection::{redact_url, ClientOptions, Durability, TlsOptions};
 pub use delayed_queue::{DelayedQueue, DelayedStats};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{caught, Error, ErrorKind, Result};
 #[doc(hidden)]
 pub use reliable_queue::set_wheel_levels;
 pub use reliable_queue::{

@@ -11,7 +11,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::FutureExt;
 use redis::aio::ConnectionLike;
 use tokio_util::sync::CancellationToken;
 
@@ -258,9 +257,8 @@ async fn run(
         let pass = tokio::select! {
             biased;
             _ = token.cancelled() => break,
-            r = std::panic::AssertUnwindSafe(job.pass(&mut commands, opts.batch_size)).catch_unwind() => r,
-        }
-        .unwrap_or_else(|_| Err(crate::Error::Server("transfer pass panicked".into())));
+            r = crate::error::caught(job.pass(&mut commands, opts.batch_size)) => r,
+        };
         job.record(started.elapsed(), pass.is_ok());
         let pause = match pass {
             Ok(outcome) => {
