@@ -41,9 +41,9 @@ pub(crate) fn block<T: Send>(fut: impl Future<Output = delayq::Result<T>> + Send
     if tokio::runtime::Handle::try_current().is_ok() {
         // A runtime thread (a consume handler, a coroutine resumed there) must not block.
         let joined = std::thread::scope(|s| s.spawn(|| block(fut)).join());
-        return joined.unwrap_or_else(|_| Err(FfiError::Connection("delayq call panicked".into())));
+        return joined.unwrap_or_else(|panic| Err(FfiError::from_panic(panic)));
     }
-    let mut fut = std::pin::pin!(fut);
+    let mut fut = std::pin::pin!(delayq::caught(fut));
     loop {
         let slice = std::time::Duration::from_secs(60);
         if let Some(out) = delayq::host::blocking::poll_for(RUNTIME.handle(), fut.as_mut(), slice) {
@@ -107,9 +107,8 @@ pub fn set_completions(sink: Arc<dyn Completions>) {
         }
     };
     let thread = std::thread::Builder::new().name("delayq-callbacks".into());
-    thread
-        .spawn(deliver)
-        .expect("cannot start delayq-callbacks");
+    let started = thread.spawn(deliver);
+    started.expect("cannot start delayq-callbacks");
 }
 
 pub(crate) fn complete(token: i64, outcome: delayq::Result<i64>) {

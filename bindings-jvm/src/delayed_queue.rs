@@ -33,7 +33,7 @@ impl DelayedQueue {
     pub fn offer_all_then(&self, offers: Vec<OfferEntry>, tokens: Vec<i64>) {
         for (o, token) in offers.into_iter().zip(tokens) {
             let offered = self.0.offer(o.value, o.delay);
-            RUNTIME.spawn(async move { complete(token, offered.await) });
+            RUNTIME.spawn(async move { complete(token, delayq::caught(offered).await) });
         }
     }
 

@@ -3,10 +3,11 @@ package dev.delayq
 import com.sun.jna.CallbackThreadInitializer
 import com.sun.jna.Native
 import dev.delayq.ffi.Completions
-import dev.delayq.ffi.FfiException
 import dev.delayq.ffi.refuseNegative
 import dev.delayq.ffi.setCompletions
 import dev.delayq.ffi.uniffiCallbackInterfaceCompletions
+import dev.delayq.ffi.uniffiCallbackInterfaceDeliveryHandler
+import dev.delayq.ffi.uniffiCallbackInterfaceLogSink
 import dev.delayq.ffi.uniffiRustFutureContinuationCallbackImpl
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CoroutineScope
@@ -42,19 +43,34 @@ internal object Bridge : Completions {
     init {
         // Native threads that call into the JVM attach once, as daemons (a JVM whose main
         // returned exits without waiting for them), instead of attaching and detaching for
-        // each call.
+        // each call (as a new non-daemon `Thread-N`, without the ThreadLocals of the last).
+        // JNA applies an initializer only to a callback whose native pointer is made after
+        // it was set: the callback interfaces' pointers are made at the first native call
+        // (the generated UniffiLib registers their tables), so every initializer is set
+        // here, before any, and each entry point that may make the first call runs [start].
         val callbacks = CallbackThreadInitializer(true, false, "delayq-callbacks")
         Native.setCallbackThreadInitializer(uniffiCallbackInterfaceCompletions.completed, callbacks)
         Native.setCallbackThreadInitializer(uniffiCallbackInterfaceCompletions.failed, callbacks)
+        Native.setCallbackThreadInitializer(uniffiCallbackInterfaceLogSink.log, CallbackThreadInitializer(true, false, "delayq-logs"))
+        // consume's handlers run on the threads of the runtime's blocking pool, which it keeps a while.
+        val handlers = CallbackThreadInitializer(true, false, "delayq-consume")
+        Native.setCallbackThreadInitializer(uniffiCallbackInterfaceDeliveryHandler.handle, handlers)
         Native.setCallbackThreadInitializer(uniffiRustFutureContinuationCallbackImpl, CallbackThreadInitializer(true, false, "delayq-jvm"))
         setCompletions(this)
         Logs.install()
     }
 
-    /** Sets up the completions and the log forwarding (once; at the first connect). */
+    /** Sets up the native callbacks' threads, the completions and the log forwarding (once; before the first native call). */
     fun start() = Unit
 
     fun <T> future(block: suspend () -> T): CompletableFuture<T> = scope.future { block() }
+
+    /** A future of a call that returns nothing, completed with null: Java sees `CompletableFuture<Void>`. */
+    fun done(block: suspend () -> Unit): CompletableFuture<Void?> =
+        scope.future {
+            block()
+            null
+        }
 
     /** A token whose outcome goes to [done], on the `delayq-callbacks` thread. */
     fun token(done: (value: Long, error: DelayqException?) -> Unit): Long {
@@ -80,7 +96,7 @@ internal object Bridge : Completions {
 
     /** Fails [token]'s call with [e] (a native call that never reached core). */
     fun fail(token: Long, e: Throwable) {
-        val error = (e as? FfiException)?.toPublic() ?: e as? DelayqException ?: ConnectionException(e.toString(), e)
+        val error = e.toPublicOrNull() ?: ConnectionException(e.toString(), e)
         waiting.remove(token)?.let { done -> runCatching { done(0, error) } }
     }
 
@@ -147,11 +163,23 @@ internal object Bridge : Completions {
         }
     }
 
-    /** [d] as a delay for core, which checks its range; a negative one (a Rust `Duration` cannot be) fails with core's error. */
-    fun delay(d: Duration): Duration = d.also { if (it.isNegative) native { refuseNegative(floorMillis(it), false) } }
+    /**
+     * [d] as a delay for core, which checks its range; a negative one (a Rust `Duration` cannot
+     * be) fails with core's error, which names the setting [option] (`"visibility timeout"`) if given.
+     */
+    fun delay(d: Duration, option: String? = null): Duration = d.also { if (it.isNegative) refuse(it, false, option) }
 
-    /** [d] as a timeout for core; a negative one fails with core's error. */
-    fun timeout(d: Duration): Duration = d.also { if (it.isNegative) native { refuseNegative(floorMillis(it), true) } }
+    /** [d] as a timeout for core; a negative one fails with core's error, naming [option] if given. */
+    fun timeout(d: Duration, option: String? = null): Duration = d.also { if (it.isNegative) refuse(it, true, option) }
+
+    private fun refuse(d: Duration, timeout: Boolean, option: String?) =
+        try {
+            native { refuseNegative(floorMillis(d), timeout) }
+        } catch (e: InvalidArgumentException) {
+            if (option == null) throw e
+            // "... delay must not be negative, got -5 ms" -> "... visibility timeout must not be negative, ..."
+            throw InvalidArgumentException(e.message.orEmpty().replaceFirst(if (timeout) "timeout" else "delay", option), e.cause)
+        }
 
     /** Whole milliseconds, floored, at most -1; as core's signed-millisecond checks take them. */
     private fun floorMillis(d: Duration): Long {

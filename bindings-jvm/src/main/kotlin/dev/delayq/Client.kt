@@ -99,7 +99,7 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
 
     /** A handle on the delayed queue [name] with [options] (for example without this process's transfer task). */
     fun delayedQueue(name: String, options: DelayedQueueOptions): DelayedQueue =
-        native { DelayedQueue(ffi.delayedQueue(name, Scheduler(options.scheduler, options.reconcileInterval?.let(Bridge::timeout)))) }
+        native { DelayedQueue(ffi.delayedQueue(name, Scheduler(options.scheduler, options.reconcileInterval?.let { Bridge.timeout(it, "reconcile interval") }))) }
 
     /**
      * A handle on the reliable queue [name]: at-least-once delivery with acknowledgement,
@@ -117,10 +117,10 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
     fun serverTimeMsAsync(): CompletableFuture<Long> = Bridge.future { coroutines.serverTimeMs() }
 
     /** Whether [close] was called. */
-    val isClosed: Boolean get() = ffi.isClosed()
+    val isClosed: Boolean get() = native { ffi.isClosed() }
 
     /** Closes the client: stops its background tasks and fails later calls with [ClosedException]. Idempotent. */
-    override fun close() = ffi.closeHandle()
+    override fun close() = native { ffi.closeHandle() }
 
     /** The suspending calls of a [Client]. */
     inner class Coroutines internal constructor() {

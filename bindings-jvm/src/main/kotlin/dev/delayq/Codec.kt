@@ -6,8 +6,13 @@ package dev.delayq
 class UnpackedEntry(val id: ByteArray, val value: ByteArray)
 
 /** Packs [id] and [value] the way Redisson's scripts do (`struct.pack('Bc0Lc0', ...)`). */
-fun packEntry(id: ByteArray, value: ByteArray): ByteArray = native { dev.delayq.ffi.packEntry(id, value) }
+fun packEntry(id: ByteArray, value: ByteArray): ByteArray {
+    Bridge.start() // may be the first native call
+    return native { dev.delayq.ffi.packEntry(id, value) }
+}
 
 /** Splits a packed entry; throws [InvalidArgumentException] if it is not one. */
-fun unpackEntry(packed: ByteArray): UnpackedEntry =
-    native { dev.delayq.ffi.unpackEntry(packed).let { UnpackedEntry(it.id, it.value) } }
+fun unpackEntry(packed: ByteArray): UnpackedEntry {
+    Bridge.start()
+    return native { dev.delayq.ffi.unpackEntry(packed).let { UnpackedEntry(it.id, it.value) } }
+}

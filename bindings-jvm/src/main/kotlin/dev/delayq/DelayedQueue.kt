@@ -50,7 +50,7 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
         )
 
     /** The queue's name (its destination list). */
-    val name: String get() = ffi.name()
+    val name: String get() = native { ffi.name() }
 
     /** Offers [value] to be delivered after [delay]; returns its due time (Unix ms, server clock). */
     fun offer(value: ByteArray, delay: Duration): Long =
@@ -121,7 +121,8 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
 
     fun readAllAsync(): CompletableFuture<List<ByteArray>> = Bridge.future { coroutines.readAll() }
 
-    fun clearAsync(): CompletableFuture<Unit> = Bridge.future { coroutines.clear() }
+    /** [clear] without blocking; the future completes with null (`CompletableFuture<Void>` to Java). */
+    fun clearAsync(): CompletableFuture<Void?> = Bridge.done { coroutines.clear() }
 
     fun pollAsync(): CompletableFuture<ByteArray?> = Bridge.future { coroutines.poll() }
 
@@ -139,7 +140,7 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
     fun statsAsync(): CompletableFuture<DelayedStats> = Bridge.future { coroutines.stats() }
 
     /** Closes this handle (other handles on the queue are unaffected). Idempotent. */
-    override fun close() = ffi.closeHandle()
+    override fun close() = native { ffi.closeHandle() }
 
     /** The suspending calls of a [DelayedQueue]; cancelling a coroutine cancels its call. */
     inner class Coroutines internal constructor() {

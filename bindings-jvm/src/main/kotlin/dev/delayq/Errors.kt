@@ -1,6 +1,7 @@
 package dev.delayq
 
 import dev.delayq.ffi.FfiException
+import dev.delayq.ffi.InternalException
 
 /**
  * Every error delayq raises. [kind] is the stable, language-independent name of the error
@@ -47,6 +48,24 @@ internal fun FfiException.toPublic(): DelayqException {
     return exceptionOf(kind, message ?: "", this)
 }
 
+/**
+ * UniFFI's [InternalException] (a panic in the native library, a bug in delayq; a checked
+ * exception to Java, which cannot catch it by name) as a [ServerException] (`server`, core's
+ * kind for any other error), with the message the bridge fails an async call with when its
+ * task panics.
+ */
+internal fun InternalException.toPublic(): DelayqException =
+    ServerException("server error: internal error (a bug in delayq): $message", this)
+
+/** This as a public exception if it is one of the native library's (or already public); else null. */
+internal fun Throwable.toPublicOrNull(): DelayqException? =
+    when (this) {
+        is DelayqException -> this
+        is FfiException -> toPublic()
+        is InternalException -> toPublic()
+        else -> null
+    }
+
 /** The one mapping from an error's [kind] name (see [DelayqException.kind]) to the public exceptions. */
 internal fun exceptionOf(kind: String, message: String, cause: Throwable? = null): DelayqException =
     when (kind) {
@@ -58,10 +77,12 @@ internal fun exceptionOf(kind: String, message: String, cause: Throwable? = null
         else -> ServerException(message, cause)
     }
 
-/** Runs a call into the native library, rethrowing its errors as [DelayqException]s. */
+/** Runs a call into the native library, rethrowing its errors (and panics) as [DelayqException]s. */
 internal inline fun <T> native(block: () -> T): T =
     try {
         block()
     } catch (e: FfiException) {
+        throw e.toPublic()
+    } catch (e: InternalException) {
         throw e.toPublic()
     }

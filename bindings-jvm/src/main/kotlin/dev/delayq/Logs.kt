@@ -1,12 +1,9 @@
 package dev.delayq
 
-import com.sun.jna.CallbackThreadInitializer
-import com.sun.jna.Native
 import dev.delayq.ffi.LogLevel
 import dev.delayq.ffi.LogSink
 import dev.delayq.ffi.forwardLogs
 import dev.delayq.ffi.setLogLevel
-import dev.delayq.ffi.uniffiCallbackInterfaceLogSink
 import org.slf4j.Logger
 import org.slf4j.LoggerFactory
 import java.util.concurrent.ConcurrentHashMap
@@ -15,14 +12,14 @@ import java.util.concurrent.ConcurrentHashMap
  * Core's logs (a transfer task that keeps failing, a value given back, a lease lost) in
  * SLF4J: an event of core's target `delayq::scheduler` goes to the logger `delayq.scheduler`,
  * one of another crate (`redis::...`) to `delayq.redis...`, at the same level. Core forwards
- * what the logger `delayq` enables, read when a client connects.
+ * what the logger `delayq` enables, read when a client connects. Records arrive on the
+ * native `delayq-logs` thread, attached once ([Bridge] sets its initializer).
  */
 internal object Logs : LogSink {
     private val root: Logger = LoggerFactory.getLogger("delayq")
     private val loggers = ConcurrentHashMap<String, Logger>()
 
     fun install() {
-        Native.setCallbackThreadInitializer(uniffiCallbackInterfaceLogSink.log, CallbackThreadInitializer(true, false, "delayq-logs"))
         forwardLogs(this)
         refreshLevel()
     }

@@ -44,7 +44,8 @@ data class Metrics(val queues: List<QueueMetrics>, val connectionErrors: Long, v
         /** Reads every counter of this process now. */
         @JvmStatic
         fun snapshot(): Metrics {
-            val s = metricsSnapshot()
+            Bridge.start() // may be the first native call
+            val s = native { metricsSnapshot() }
             val queues =
                 s.queues.map {
                     QueueMetrics(

@@ -37,8 +37,8 @@ sealed class Backoff {
 
     internal fun toFfi(): FfiBackoff =
         when (this) {
-            is Exponential -> FfiBackoff.Exponential(Bridge.delay(base), Bridge.delay(max))
-            is Schedule -> FfiBackoff.Schedule(delays.map(Bridge::delay))
+            is Exponential -> FfiBackoff.Exponential(Bridge.delay(base, "back-off base"), Bridge.delay(max, "back-off max"))
+            is Schedule -> FfiBackoff.Schedule(delays.map { Bridge.delay(it, "back-off delay") })
         }
 
     companion object {
@@ -46,6 +46,7 @@ sealed class Backoff {
         @JvmStatic
         @JvmOverloads
         fun exponential(base: Duration? = null, max: Duration? = null): Backoff {
+            Bridge.start() // may be the first native call
             val default = of(defaultBackoff()) as Exponential
             return Exponential(base ?: default.base, max ?: default.max)
         }
@@ -128,14 +129,14 @@ data class ReliableQueueOptions @JvmOverloads constructor(
         if (maxAttempts != null && maxAttempts < 0) throw InvalidArgumentException("max_attempts must be between 1 and 255, got $maxAttempts")
         if (shards != null && shards < 0) throw InvalidArgumentException("shards must be a power of two from 1 to 1024, got $shards")
         return FfiReliableQueueOptions(
-            visibilityTimeout?.let(Bridge::delay),
+            visibilityTimeout?.let { Bridge.delay(it, "visibility timeout") },
             maxAttempts?.toUInt(),
             backoff?.toFfi(),
             shards?.toUInt(),
-            deadLetterRetention?.let(Bridge::delay),
-            idempotencyRetention?.let(Bridge::delay),
+            deadLetterRetention?.let { Bridge.delay(it, "dead-letter retention") },
+            idempotencyRetention?.let { Bridge.delay(it, "idempotency retention") },
             updateSettings,
-            Scheduler(scheduler, reconcileInterval?.let(Bridge::timeout)),
+            Scheduler(scheduler, reconcileInterval?.let { Bridge.timeout(it, "reconcile interval") }),
         )
     }
 }
@@ -201,7 +202,7 @@ class Delivery internal constructor(internal val ffi: FfiDelivery) {
     val coroutines: Coroutines = Coroutines()
 
     /** What the delivery carries, read in one native call when first needed. */
-    private val message by lazy { ffi.message() }
+    private val message by lazy { native { ffi.message() } }
 
     /** The message id (generated, or the one given to `offer`). */
     val id: String get() = message.id
@@ -219,7 +220,7 @@ class Delivery internal constructor(internal val ffi: FfiDelivery) {
     val shard: Int get() = message.shard.toInt()
 
     /** When this delivery's lease ends (server Unix ms): past it, the message may go to another consumer. Moved by [extend]. */
-    val deadline: Long get() = ffi.deadline()
+    val deadline: Long get() = native { ffi.deadline() }
 
     /** The payload as UTF-8 text. */
     fun payloadString(): String = String(payload, Charsets.UTF_8)
@@ -276,7 +277,7 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     val coroutines: Coroutines = Coroutines()
 
     /** The queue's name. */
-    val name: String get() = ffi.name()
+    val name: String get() = native { ffi.name() }
 
     /**
      * Offers [payload], due after [delay]; returns its id: [id] when given, else a generated
@@ -334,7 +335,7 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     fun settings(): ReliableSettings = native { settings(ffi.settingsBlocking()) }
 
     /** Acks through this handle that found their delivery already ended (its lease lost): each means that work may be done twice. */
-    fun lostLeases(): Long = ffi.lostLeases().toLong()
+    fun lostLeases(): Long = native { ffi.lostLeases().toLong() }
 
     /** Counts of delayed, ready, in-flight and dead messages. */
     fun stats(): ReliableStats = native { stats(ffi.statsBlocking()) }
@@ -368,13 +369,16 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     /** [consume] with the handler last, for Kotlin's trailing lambda: `queue.consume(8) { d -> ... }`. */
     fun consume(concurrency: Int, handler: DeliveryHandler) = consume(handler, concurrency)
 
-    /** Like [consume], returning at once; the future completes when the handle is closed. Cancelling it stops the consumers. */
+    /**
+     * Like [consume], returning at once; the future completes (with null: a
+     * `CompletableFuture<Void>` to Java) when the handle is closed. Cancelling it stops the consumers.
+     */
     @JvmOverloads
-    fun consumeAsync(handler: DeliveryHandler, concurrency: Int = 1): CompletableFuture<Unit> =
-        Bridge.future { native { ffi.consume(concurrency(concurrency), bridge(handler)) } }
+    fun consumeAsync(handler: DeliveryHandler, concurrency: Int = 1): CompletableFuture<Void?> =
+        Bridge.done { native { ffi.consume(concurrency(concurrency), bridge(handler)) } }
 
     /** [consumeAsync] with the handler last. */
-    fun consumeAsync(concurrency: Int, handler: DeliveryHandler): CompletableFuture<Unit> = consumeAsync(handler, concurrency)
+    fun consumeAsync(concurrency: Int, handler: DeliveryHandler): CompletableFuture<Void?> = consumeAsync(handler, concurrency)
 
     @JvmOverloads
     fun offerAsync(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): CompletableFuture<String> =
@@ -443,7 +447,7 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
      * [ClosedException], a running [consume] returns; deliveries already received can still be
      * acked, nacked or extended. Idempotent.
      */
-    override fun close() = ffi.closeHandle()
+    override fun close() = native { ffi.closeHandle() }
 
     /**
      * Closes this handle gracefully, blocking until done: consumers stop receiving, handlers
@@ -454,8 +458,8 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
      */
     fun closeGracefully(deadline: Duration) = native { ffi.closeGracefullyBlocking(Bridge.timeout(deadline)) }
 
-    /** [closeGracefully] without blocking; cancelling the future closes the handle at once. */
-    fun closeGracefullyAsync(deadline: Duration): CompletableFuture<Unit> = Bridge.future { coroutines.closeGracefully(deadline) }
+    /** [closeGracefully] without blocking, completing with null once closed; cancelling the future closes the handle at once. */
+    fun closeGracefullyAsync(deadline: Duration): CompletableFuture<Void?> = Bridge.done { coroutines.closeGracefully(deadline) }
 
     /** The suspending calls of a [ReliableQueue]; cancelling a coroutine cancels its call. */
     inner class Coroutines internal constructor() {

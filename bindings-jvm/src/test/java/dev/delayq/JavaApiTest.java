@@ -53,6 +53,8 @@ class JavaApiTest {
             CompletableFuture<byte[]> taking = queue.takeAsync(Duration.ofSeconds(10));
             queue.offerAsync("async", Duration.ZERO).thenCompose(d -> queue.sizeAsync()).get(10, TimeUnit.SECONDS);
             assertEquals("async", new String(taking.get(10, TimeUnit.SECONDS), StandardCharsets.UTF_8));
+            CompletableFuture<Void> cleared = queue.clearAsync();
+            assertNull(cleared.get(10, TimeUnit.SECONDS));
             ExecutionException e = assertThrows(ExecutionException.class,
                     () -> queue.offerAsync("x", Duration.ofSeconds(-1)).get());
             assertInstanceOf(InvalidArgumentException.class, e.getCause());
@@ -96,7 +98,7 @@ class JavaApiTest {
             assertEquals(1L, jobs.requeueDead(List.of("invoice-42")));
 
             // consume with a Java lambda that may throw checked exceptions
-            CompletableFuture<kotlin.Unit> running = jobs.consumeAsync(delivery -> {
+            CompletableFuture<Void> running = jobs.consumeAsync(delivery -> {
                 if (delivery.payloadString().isEmpty()) throw new Exception("empty payload");
                 delivery.getId();
             }, 2);
@@ -106,7 +108,7 @@ class JavaApiTest {
                 Thread.onSpinWait();
             }
             jobs.close();
-            running.get(10, TimeUnit.SECONDS);
+            assertNull(running.get(10, TimeUnit.SECONDS), "a CompletableFuture<Void> completes with null");
             assertThrows(ClosedException.class, jobs::stats);
         }
     }
@@ -151,14 +153,15 @@ class JavaApiTest {
                     "acked within the idempotency retention");
 
             jobs.offer("last", Duration.ZERO);
-            CompletableFuture<kotlin.Unit> running = jobs.consumeAsync(delivery -> delivery.getId(), 2);
+            CompletableFuture<Void> running = jobs.consumeAsync(delivery -> delivery.getId(), 2);
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
             while (!jobs.stats().equals(new ReliableStats(0, 0, 0, 0))) {
                 assertTrue(System.nanoTime() < deadline, "consume did not ack: " + jobs.stats());
                 Thread.sleep(10);
             }
-            jobs.closeGracefully(Duration.ofSeconds(5));
-            running.get(10, TimeUnit.SECONDS);
+            CompletableFuture<Void> closing = jobs.closeGracefullyAsync(Duration.ofSeconds(5));
+            assertNull(closing.get(10, TimeUnit.SECONDS));
+            assertNull(running.get(10, TimeUnit.SECONDS));
             assertThrows(ClosedException.class, jobs::stats);
         }
     }

@@ -105,7 +105,7 @@ class DelayedQueueTest {
                 assertFalse(queue.removeAsync("b".b()).get())
                 assertEquals(listOf("a", "c"), queue.readAllAsync().get().map { String(it) })
                 assertEquals(DelayedStats(2, 0, 0), queue.statsAsync().get())
-                queue.clearAsync().get()
+                assertNull(queue.clearAsync().get(), "a CompletableFuture<Void> completes with null")
                 assertNull(queue.pollAsync().get())
                 val taking = queue.takeAsync(Duration.ofSeconds(10))
                 queue.offerAsync("now".b(), Duration.ZERO).get()

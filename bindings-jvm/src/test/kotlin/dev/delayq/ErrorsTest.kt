@@ -1,11 +1,15 @@
 package dev.delayq
 
+import dev.delayq.ffi.InternalException
 import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertNull
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.assertThrows
 import org.junit.jupiter.api.extension.ExtendWith
 import java.time.Duration
+import java.util.concurrent.ExecutionException
+import java.util.concurrent.TimeUnit
 
 @ExtendWith(RedisExtension::class)
 class ErrorsTest {
@@ -98,6 +102,51 @@ class ErrorsTest {
                     assertEquals("server", e.kind)
                     assertTrue("OOM" in e.message!!, e.message)
                 }
+            }
+        }
+
+    /**
+     * A panic cannot be provoked without a bug in core, so the mapping itself: UniFFI raises a
+     * panic of a call (or of an async call's poll) as its own checked InternalException.
+     */
+    @Test
+    fun `a panic in native code is a ServerException naming a bug in delayq`() {
+        val e = assertThrows<ServerException> { native { throw InternalException("attempt to add with overflow") } }
+        assertEquals("server", e.kind)
+        assertEquals("server error: internal error (a bug in delayq): attempt to add with overflow", e.message)
+        assertTrue(e.cause is InternalException)
+        // a batch of offerAsync calls whose native call failed
+        val failed = Bridge.futureOf { token -> Bridge.fail(token, InternalException("boom")) }
+        val cause = assertThrows<ExecutionException> { failed.get(10, TimeUnit.SECONDS) }.cause
+        assertTrue(cause is ServerException && "a bug in delayq" in cause.message!!, "$cause")
+        assertNull(IllegalStateException().toPublicOrNull())
+    }
+
+    @Test
+    fun `a negative setting is refused by its name`(redis: RedisServer) =
+        Client.connect(redis.url).use { client ->
+            val name = RedisServer.uniqueName()
+            val second = Duration.ofSeconds(-1)
+            for ((options, option) in listOf(
+                ReliableQueueOptions().withVisibilityTimeout(Duration.ofMillis(-5)) to "visibility timeout",
+                ReliableQueueOptions().withDeadLetterRetention(second) to "dead-letter retention",
+                ReliableQueueOptions().withIdempotencyRetention(second) to "idempotency retention",
+                ReliableQueueOptions().withReconcileInterval(second) to "reconcile interval",
+                ReliableQueueOptions().withBackoff(Backoff.exponential(second)) to "back-off base",
+                ReliableQueueOptions().withBackoff(Backoff.exponential(max = second)) to "back-off max",
+                ReliableQueueOptions().withBackoff(Backoff.schedule(Duration.ZERO, second)) to "back-off delay",
+            )) {
+                val e = assertThrows<InvalidArgumentException>("$options") { client.reliableQueue(name, options) }
+                assertTrue("$option must not be negative, got " in e.message!!, e.message)
+            }
+            val e = assertThrows<InvalidArgumentException> { client.delayedQueue(name, DelayedQueueOptions(reconcileInterval = second)) }
+            assertTrue("reconcile interval must not be negative" in e.message!!, e.message)
+            val d = assertThrows<InvalidArgumentException> { Client.connect(redis.url, ClientOptions(durability = Durability(1, timeout = second))) }
+            assertTrue("durability timeout must not be negative" in d.message!!, d.message)
+            // a call's own argument keeps core's word
+            client.delayedQueue(name).use { q ->
+                val bad = assertThrows<InvalidArgumentException> { q.offer("x", second) }
+                assertTrue("delay must not be negative" in bad.message!!, bad.message)
             }
         }
 }

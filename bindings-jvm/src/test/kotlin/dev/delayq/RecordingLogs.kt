@@ -20,8 +20,8 @@ import java.util.concurrent.ConcurrentLinkedQueue
  * META-INF/services.
  */
 class RecordingLogs : SLF4JServiceProvider {
-    /** One logged event. */
-    data class Event(val logger: String, val level: Level, val message: String)
+    /** One logged event, and the thread that logged it. */
+    data class Event(val logger: String, val level: Level, val message: String, val thread: String = Thread.currentThread().name)
 
     companion object {
         val events = ConcurrentLinkedQueue<Event>()
