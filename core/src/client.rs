@@ -121,6 +121,7 @@ impl Client {
     pub(crate) fn scheduler_for(&self, job: Job, opts: &SchedulerOptions) -> Arc<SchedulerGuard> {
         let mut map = self.inner.schedulers.lock().expect("scheduler lock");
         if let Some(guard) = map.get(job.channel()).and_then(Weak::upgrade) {
+            guard.share(opts);
             return guard;
         }
         let channel = job.channel().to_owned();

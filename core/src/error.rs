@@ -158,7 +158,10 @@ mod tests {
         };
         let e = caught(panicking).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Server);
-        assert!(e.to_string().contains("a bug in delayq): went wrong"), "{e}");
+        assert!(
+            e.to_string().contains("a bug in delayq): went wrong"),
+            "{e}"
+        );
         assert_eq!(caught(async { Ok(7) }).await.unwrap(), 7);
     }
 }

@@ -583,7 +583,12 @@ pub(crate) async fn transfer_due(
             call.key(k);
         }
         call.arg(&keys.prefix).arg(&*wheel_of(keys)).arg(batch);
-        let (done, next, now, buried): (u64, i64, i64, u64) = call.invoke_async(conn).await?;
+        let (done, next, now, buried, set_aside): (u64, i64, i64, u64, u64) =
+            call.invoke_async(conn).await?;
+        if set_aside > 0 {
+            let to = format!("{}corrupt", keys.prefix);
+            tracing::warn!(queue = %keys.name, count = set_aside, %to, "moved undecodable entries aside");
+        }
         // Leases that ended on the last attempt: dead letters no nack counted.
         if buried > 0 {
             metrics::record(Reliable, &keys.name, Event::Dead(buried));

@@ -8,6 +8,7 @@
 //! response timeout replaces a silent connection, so a pass never hangs. Errors are logged and retried with
 //! back-off; the task ends only when its last handle is closed or dropped.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +27,9 @@ pub struct SchedulerOptions {
     /// Run the transfer task at all (default `true`). A handle that opts out relies on
     /// another process (or `delayq transfer`) to move due entries.
     pub enabled: bool,
-    /// Upper bound on the time between two transfer passes (default 1 s).
+    /// Upper bound on the time between two transfer passes (default 1 s). Handles of one
+    /// client on one queue share one transfer task, which reconciles at the shortest
+    /// interval any of them asked for.
     pub reconcile_interval: Duration,
     /// Entries moved per script call (default 1000).
     pub batch_size: usize,
@@ -72,7 +75,8 @@ pub(crate) async fn transfer_batch(
     batch: usize,
     state: SweepState,
 ) -> Result<(TransferOutcome, SweepState)> {
-    let (moved, next_due, now, a, b, c, d): (u64, i64, i64, i64, i64, i64, i64) = scripts::TRANSFER
+    type Reply = (u64, i64, i64, i64, i64, i64, i64, u64);
+    let (moved, next_due, now, a, b, c, d, set_aside): Reply = scripts::TRANSFER
         .key(&keys.destination)
         .key(&keys.timeout_set)
         .key(&keys.queue_list)
@@ -82,6 +86,10 @@ pub(crate) async fn transfer_batch(
         .arg(&state.0[..])
         .invoke_async(conn)
         .await?;
+    if set_aside > 0 {
+        // SPEC 5: never silent (the script's redis.log reaches only the server's log).
+        tracing::warn!(queue = %keys.destination, count = set_aside, to = %keys.corrupt_list, "moved undecodable entries aside");
+    }
     let outcome = TransferOutcome {
         moved,
         next_due: (next_due >= 0).then_some(next_due),
@@ -198,6 +206,20 @@ impl Job {
 /// Stops the transfer task when dropped (when the last handle on the queue goes away).
 pub(crate) struct SchedulerGuard {
     token: CancellationToken,
+    /// The reconcile interval in ms: the shortest any handle sharing the task asked for.
+    reconcile_ms: Arc<AtomicU64>,
+    /// Wakes the task (as the channel does), so that a shorter interval applies at once.
+    wake: Arc<tokio::sync::Notify>,
+}
+
+impl SchedulerGuard {
+    /// Another handle shares the task: it reconciles at least as often as that one asks.
+    pub(crate) fn share(&self, opts: &SchedulerOptions) {
+        let ms = opts.reconcile_interval.as_millis().min(u64::MAX as u128) as u64;
+        if self.reconcile_ms.fetch_min(ms, Ordering::Relaxed) > ms {
+            self.wake.notify_one();
+        }
+    }
 }
 
 impl Drop for SchedulerGuard {
@@ -235,14 +257,24 @@ pub(crate) fn spawn(
 ) -> Arc<SchedulerGuard> {
     let token = parent.child_token();
     let subscription = subscriber.subscribe(job.channel());
-    runtime.spawn(run(conn, job, opts, subscription, token.clone()));
-    Arc::new(SchedulerGuard { token })
+    let reconcile_ms = Arc::new(AtomicU64::new(u64::MAX));
+    let wake = subscription.notify().clone();
+    let guard = SchedulerGuard {
+        token,
+        reconcile_ms,
+        wake,
+    };
+    guard.share(&opts);
+    let (token, reconcile) = (guard.token.clone(), guard.reconcile_ms.clone());
+    runtime.spawn(run(conn, job, opts, reconcile, subscription, token));
+    Arc::new(guard)
 }
 
 async fn run(
     conn: Connection,
     job: Job,
     opts: SchedulerOptions,
+    reconcile: Arc<AtomicU64>,
     subscription: Subscription,
     token: CancellationToken,
 ) {
@@ -260,6 +292,7 @@ async fn run(
             r = crate::error::caught(job.pass(&mut commands, opts.batch_size)) => r,
         };
         job.record(started.elapsed(), pass.is_ok());
+        let reconcile_interval = Duration::from_millis(reconcile.load(Ordering::Relaxed));
         let pause = match pass {
             Ok(outcome) => {
                 backoff.reset();
@@ -274,8 +307,8 @@ async fn run(
                         pause
                     }
                     Some(due) => Duration::from_millis((due - outcome.now).max(0) as u64)
-                        .min(opts.reconcile_interval),
-                    None => opts.reconcile_interval,
+                        .min(reconcile_interval),
+                    None => reconcile_interval,
                 }
             }
             // A pass cut short by the handle closing is no failure worth a warning.

@@ -270,3 +270,49 @@ async fn one_pubsub_connection_serves_every_queue_of_a_client() {
     );
     client.close();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn handles_sharing_a_transfer_task_reconcile_at_the_shortest_interval_asked() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    // The first handle asks for a long interval; a second one of the same client, 100 ms.
+    let long = SchedulerOptions {
+        reconcile_interval: Duration::from_secs(30),
+        ..SchedulerOptions::default()
+    };
+    let short = SchedulerOptions {
+        reconcile_interval: Duration::from_millis(100),
+        ..SchedulerOptions::default()
+    };
+    let _first = c.delayed_queue_with("shared", long).unwrap();
+    let _second = c.delayed_queue_with("shared", short).unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    for i in 0u64..5 {
+        // Written as a foreign writer might, without the PUBLISH that wakes the task: only
+        // the reconcile moves it.
+        let entry = delayq::codec::pack(&i.to_be_bytes(), b"quiet").unwrap();
+        let written = std::time::Instant::now();
+        redis::pipe()
+            .cmd("ZADD")
+            .arg("redisson_delay_queue_timeout:{shared}")
+            .arg(0)
+            .arg(&entry)
+            .cmd("RPUSH")
+            .arg("redisson_delay_queue:{shared}")
+            .arg(&entry)
+            .query_async::<()>(&mut conn)
+            .await
+            .unwrap();
+        let moved = common::eventually(Duration::from_secs(10), || async {
+            server.cli(&["LLEN", "shared"]) == (i + 1).to_string()
+        })
+        .await;
+        assert!(moved, "entry {i} never moved");
+        let waited = written.elapsed();
+        assert!(
+            waited < Duration::from_millis(900),
+            "entry {i} moved after {waited:?}"
+        );
+    }
+}

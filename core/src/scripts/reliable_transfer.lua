@@ -15,6 +15,7 @@ local max_attempts = settings().max_attempts
 local now = now_ms()
 local done = 0
 local buried = 0
+local set_aside = 0 -- undecodable entries moved to the corrupt list
 
 -- 1. Buckets that have opened (a bucket opens `lead` ms before it starts): their entries
 -- cascade to the finer level they now belong in, or from level 0 to 'near' by due time
@@ -42,6 +43,7 @@ for level = 0, TOP do
       else
         redis.call('RPUSH', PREFIX .. 'corrupt', entry)
         redis.call('HINCRBY', META, 'delayed', -1)
+        set_aside = set_aside + 1
       end
     end
     budget = budget - #entries
@@ -61,6 +63,7 @@ for i = 1, #due, 2 do
     make_ready(id, flags, attempts, tonumber(due[i + 1]), payload)
   else
     redis.call('RPUSH', PREFIX .. 'corrupt', due[i])
+    set_aside = set_aside + 1
   end
   taken[#taken + 1] = due[i]
 end
@@ -145,4 +148,4 @@ for _, field in ipairs(redis.call('ZRANGEBYSCORE', DEAD_UNTIL, '-inf', now, 'LIM
   redis.call('HDEL', DEAD, field)
   redis.call('ZREM', DEAD_UNTIL, field)
 end
-return {done, wake, now, buried}
+return {done, wake, now, buried, set_aside}

@@ -65,7 +65,7 @@ local function spent()
   return clock_us() - start
 end
 
-local moved, taken = 0, {}
+local moved, taken, set_aside = 0, {}, 0
 local values, removed = {}, {}
 local function take(entry)
   if taken[entry] then return end
@@ -77,6 +77,7 @@ local function take(entry)
     values[#values + 1] = value
   else
     redis.call('RPUSH', corrupt, entry)
+    set_aside = set_aside + 1
     redis.log(redis.LOG_WARNING, 'delayq: moved an undecodable entry of ' .. zset .. ' to ' .. corrupt)
   end
 end
@@ -274,4 +275,4 @@ flush()
 local nxt = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')
 local next_due = -1
 if nxt[1] then next_due = tonumber(nxt[2]) end
-return {moved, next_due, now, head, tail, idle, scan_ns}
+return {moved, next_due, now, head, tail, idle, scan_ns, set_aside}

@@ -1,0 +1,63 @@
+//! An undecodable entry moved aside is logged where the application sees it (SPEC section
+//! 5: "moved aside ... and logged"; section 6: a failing transfer task is never silent):
+//! through `tracing`, which each binding forwards to its language's logging, not only the
+//! Redis server's log. A test binary of its own: it installs core's log forwarding.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::RedisServer;
+use delayq::logs::{LogLevel, LogRecord};
+use delayq::{Client, ReliableQueueOptions};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn undecodable_entries_moved_aside_are_logged_for_both_kinds_of_queue() {
+    let records: Arc<Mutex<Vec<LogRecord>>> = Arc::default();
+    let sink = records.clone();
+    assert!(delayq::logs::forward(move |r| sink.lock().unwrap().push(r)));
+    delayq::logs::set_max_level(Some(LogLevel::Warn));
+    let warned = |queue: &str| {
+        records.lock().unwrap().iter().any(|r| {
+            r.level == LogLevel::Warn
+                && r.message.contains("moved undecodable entries aside")
+                && r.message.contains(&format!("queue={queue}"))
+        })
+    };
+
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    server.cli(&["ZADD", "redisson_delay_queue_timeout:{cq}", "0", "garbage"]);
+    server.cli(&["RPUSH", "redisson_delay_queue:{cq}", "garbage"]);
+    let q = c.delayed_queue("cq").unwrap();
+    q.offer("good", Duration::ZERO).await.unwrap();
+    let taken = q.take(Some(Duration::from_secs(5))).await.unwrap();
+    assert_eq!(taken.as_deref(), Some(&b"good"[..]));
+
+    let r = c
+        .reliable_queue("rq", ReliableQueueOptions::default())
+        .unwrap();
+    r.offer("first", Duration::ZERO, None).await.unwrap();
+    server.cli(&["ZADD", "{dq:rq}:near", "0", "garbage"]);
+    r.transfer_now().await.unwrap();
+    assert_eq!(
+        server.cli(&["LRANGE", "{dq:rq}:corrupt", "0", "-1"]),
+        "garbage"
+    );
+    let d = r.receive(Some(Duration::from_secs(5))).await.unwrap();
+    assert_eq!(d.expect("the good message").payload, b"first");
+
+    // Records travel through core's logs thread: wait for them.
+    let logged = common::eventually(Duration::from_secs(5), || async {
+        warned("cq") && warned("rq")
+    })
+    .await;
+    let seen: Vec<String> = records
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.message.clone())
+        .collect();
+    assert!(logged, "records: {seen:?}");
+}
