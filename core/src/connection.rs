@@ -194,6 +194,12 @@ const HARMLESS_PARAMS: [&str; 3] = ["db", "protocol", "insecure"];
 /// A URL with its user name, password and the values of its query parameters (but `db`
 /// and `protocol`) replaced by `***`, safe to print.
 pub fn redact_url(url: &str) -> String {
+    redact_url_keeping(url, &HARMLESS_PARAMS)
+}
+
+/// [`redact_url`] letting the values of only the query parameters in `keep` through (none,
+/// for a URL of another kind: a webhook's callback URL often carries a token there).
+pub fn redact_url_keeping(url: &str, keep: &[&str]) -> String {
     // A Sentinel URL may list several hosts, which `url` cannot parse as one authority:
     // redact the user-info by hand and let the rest through the same rules.
     if let Some(rest) = url.strip_prefix("redis+sentinel://") {
@@ -212,7 +218,7 @@ pub fn redact_url(url: &str) -> String {
         let mut out = format!("redis+sentinel://{hosts}{path}");
         if let Some(q) = query {
             out.push('?');
-            out.push_str(&redact_query(q));
+            out.push_str(&redact_query(q, keep));
         }
         return out;
     }
@@ -224,7 +230,7 @@ pub fn redact_url(url: &str) -> String {
             if u.password().is_some() {
                 let _ = u.set_password(Some("***"));
             }
-            if let Some(q) = u.query().map(redact_query) {
+            if let Some(q) = u.query().map(|q| redact_query(q, keep)) {
                 u.set_query(Some(&q));
             }
             if u.fragment().is_some() {
@@ -236,11 +242,11 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
-fn redact_query(query: &str) -> String {
+fn redact_query(query: &str, keep: &[&str]) -> String {
     query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some((k, _)) if !HARMLESS_PARAMS.contains(&k) => format!("{k}=***"),
+            Some((k, _)) if !keep.contains(&k) => format!("{k}=***"),
             Some(_) => pair.to_owned(),
             None if pair.is_empty() => String::new(),
             None => "***".to_owned(),

@@ -37,7 +37,7 @@ mod scheduler;
 mod scripts;
 
 pub use client::Client;
-pub use connection::{redact_url, ClientOptions, Durability, TlsOptions};
+pub use connection::{redact_url, redact_url_keeping, ClientOptions, Durability, TlsOptions};
 pub use delayed_queue::{DelayedQueue, DelayedStats};
 pub use error::{caught, Error, ErrorKind, Result};
 #[doc(hidden)]

@@ -73,37 +73,12 @@ impl WebhookRecord {
 /// A callback URL safe to show: its user name, password, the value of every query
 /// parameter and its fragment replaced by `***` (a callback URL often carries a token:
 /// `https://user:PW@host/hook?api_key=KEY` shows as
-/// `https://***:***@host/hook?api_key=***`). The scheme, host, port and path stay. Like
-/// core's `delayq::redact_url` for Redis URLs, but with no query parameter let through.
+/// `https://***:***@host/hook?api_key=***`). The scheme, host, port and path stay.
 pub(crate) fn redact_url(url: &str) -> String {
-    if url.is_empty() {
-        return String::new();
+    match url {
+        "" => String::new(),
+        url => delayq::redact_url_keeping(url, &[]),
     }
-    let Ok(mut u) = url::Url::parse(url) else {
-        return "<unparsable url>".to_owned();
-    };
-    if !u.username().is_empty() {
-        let _ = u.set_username("***");
-    }
-    if u.password().is_some() {
-        let _ = u.set_password(Some("***"));
-    }
-    if let Some(query) = u.query() {
-        let redacted = query
-            .split('&')
-            .filter(|pair| !pair.is_empty())
-            .map(|pair| match pair.split_once('=') {
-                Some((k, _)) => format!("{k}=***"),
-                None => "***".to_owned(),
-            })
-            .collect::<Vec<_>>()
-            .join("&");
-        u.set_query(Some(&redacted));
-    }
-    if u.fragment().is_some() {
-        u.set_fragment(Some("***"));
-    }
-    u.to_string()
 }
 
 /// The signature of a webhook request: hex HMAC-SHA256 of `"{timestamp}.{body}"`.
