@@ -781,7 +781,9 @@ impl ConnectionLike for Commands {
     }
 }
 
-/// A connection used for one blocking command at a time.
+/// A connection used for one blocking command at a time. (Clones share it: a sharded
+/// receive's non-blocking reads of several shards go over it at once.)
+#[derive(Clone)]
 pub(crate) enum Dedicated {
     Single(MultiplexedConnection),
     Cluster(ClusterConnection),

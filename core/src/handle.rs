@@ -92,9 +92,10 @@ impl Handle {
     /// each with a client-side deadline [`REPLY_MARGIN`] past its server-side one: a
     /// connection whose reply is later than that is taken for dead (a silent partition)
     /// and the wait goes on over a fresh one. Connection errors are retried the same way
-    /// while time is left. So the call returns within `timeout` plus about
-    /// `REPLY_MARGIN`, whatever the network does, and a wait with no timeout notices a
-    /// dead connection within `WAIT_CHUNK + REPLY_MARGIN`.
+    /// while time is left. The caller has its answer within `timeout` plus
+    /// [`CALL_MARGIN`], whatever the network does (past that, a `connection` error while
+    /// the task goes on reading, to give back what a late reply carries), and a wait with
+    /// no timeout notices a dead connection within `WAIT_CHUNK + REPLY_MARGIN`.
     pub(crate) async fn blocking<T, Op, OpFut, Back, BackFut>(
         &self,
         what: &'static str,
@@ -111,11 +112,22 @@ impl Handle {
     {
         self.check_open()?;
         let deadline = timeout.map(instant_after);
+        let answer_by = deadline.map(|d| d + CALL_MARGIN);
+        let unanswered = || {
+            Error::Connection(format!(
+                "no reply to the blocking {what} within {CALL_MARGIN:?} of its end"
+            ))
+        };
         let conn = self.client.inner.conn.clone();
         // The first connection is had here, so that a dead server fails the call at once.
-        let first = conn
-            .dedicated(timeout.map_or(Duration::MAX, |t| t.saturating_add(REPLY_MARGIN)))
-            .await?;
+        let first =
+            conn.dedicated(timeout.map_or(Duration::MAX, |t| t.saturating_add(REPLY_MARGIN)));
+        let first = match answer_by {
+            Some(by) => tokio::time::timeout_at(by, first)
+                .await
+                .map_err(|_| unanswered())??,
+            None => first.await?,
+        };
         let (tx, rx) = oneshot::channel();
         let give_back = Arc::new(give_back);
         let task_give_back = give_back.clone();
@@ -157,7 +169,22 @@ impl Handle {
                 Err(_) => Err(Error::Connection(format!("the blocking {what} was interrupted"))),
             },
             _ = self.token.cancelled() => closed(),
+            _ = until(answer_by) => Err(unanswered()),
         }
+    }
+}
+
+/// How late past its timeout a blocking call answers at the latest (SPEC: at most 3 s).
+/// Less than [`REPLY_MARGIN`], so that a call whose connection went silent answers before
+/// its task gives the connection up; not much less, since a machine stalled that long
+/// turns a healthy wait's answer into this error.
+pub(crate) const CALL_MARGIN: Duration = Duration::from_millis(1500);
+
+/// Sleeps until `at`, or forever.
+async fn until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

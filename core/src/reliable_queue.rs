@@ -30,9 +30,10 @@ use settings::NamedSettings;
 pub use settings::ReliableSettings;
 
 use crate::client::Client;
+use crate::connection::Dedicated;
 use crate::delay::{check_value, delay_to_millis};
 use crate::error::{Error, ErrorKind, Result};
-use crate::handle::Handle;
+use crate::handle::{Handle, CALL_MARGIN};
 use crate::keys::{id_shard_basis, shard_for, ReliableKeys};
 use crate::metrics::{self, Event, QueueKind::Reliable};
 use crate::scheduler::{Job, SchedulerGuard, SchedulerOptions, TransferOutcome};
@@ -1265,7 +1266,7 @@ impl ReliableQueue {
                     let bell = bell.clone();
                     async move {
                         if let Some(bell) = bell {
-                            let reply = sweep_shards(&mut conn, &queue, n, wait, bell).await;
+                            let reply = sweep_shards(&conn, &queue, n, wait, bell).await;
                             return (conn, reply);
                         }
                         let block_ms = wait.as_millis().clamp(1, u64::MAX as u128) as u64;
@@ -1650,60 +1651,82 @@ const SHARD_REST_MAX: Duration = Duration::from_secs(4);
 /// must not hold up the others' shards for the client's whole response timeout.
 const SHARD_READ_LIMIT: Duration = Duration::from_secs(1);
 
-/// A receive on a sharded queue, for at most `wait`: looks at the shards in turn, from
-/// the one after where the previous receive started (so that no shard is starved), taking
-/// as many ready messages as are still wanted from each, without blocking on any; when
-/// none has any, waits for the queue's bell (one subscription per client, whatever the
-/// number of shards and masters) and looks again. XREADGROUP can block on several streams
-/// only within one cluster slot, and each shard is a slot of its own.
+/// A receive on a sharded queue, for at most `wait`: reads the shards without blocking on
+/// any, from the one after where the previous receive started (so that no shard is
+/// starved); when none has any, waits for the queue's bell (one subscription per client,
+/// whatever the number of shards and masters) and looks again. XREADGROUP can block on
+/// several streams only within one cluster slot, and each shard is a slot of its own.
+///
+/// The reads of a sweep go out at once, in rounds ([`sweep_round`]), so that the shards
+/// of a master that is down (a failover) cost the sweep one [`SHARD_READ_LIMIT`], not one
+/// each; and a sweep ends within half of [`CALL_MARGIN`] past `wait`, so that the caller
+/// never gives it up (and the messages it had read with it) for a connection that looks
+/// dead.
 async fn sweep_shards(
-    conn: &mut (impl ConnectionLike + Send),
+    conn: &Dedicated,
     queue: &ReliableQueue,
     n: usize,
     wait: Duration,
     mut bell: tokio::sync::watch::Receiver<u64>,
 ) -> Result<Option<Vec<Delivery>>> {
     let until = tokio::time::Instant::now() + wait;
+    let stop = until + CALL_MARGIN / 2;
     let shards = queue.shard_count();
     let options = queue.inner.handle.client.inner.conn.options();
     let limit = options.response_timeout.min(SHARD_READ_LIMIT);
     loop {
         bell.borrow_and_update();
         let first = queue.inner.rotation.fetch_add(1, Ordering::Relaxed) as u32 % shards;
+        let mut unread: std::collections::VecDeque<u32> = (0..shards)
+            .map(|i| (first + i) % shards)
+            .filter(|&s| !queue.shard_rests(s))
+            .collect();
         let mut got: Vec<Delivery> = Vec::new();
         let mut failed: Option<Error> = None;
-        for i in 0..shards {
-            if got.len() >= n {
+        let mut other: Option<Error> = None;
+        let mut first_round = true;
+        // A failed read cost this sweep up to `limit`: what it has goes out now.
+        while got.len() < n && !unread.is_empty() && (failed.is_none() || got.is_empty()) {
+            let left = stop.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
                 break;
             }
-            let shard = (first + i) % shards;
-            if queue.shard_rests(shard) {
-                continue;
-            }
+            // The first shard is asked for everything (with a backlog, one read a call);
+            // the next round asks the others at once, each for a share.
             let want = n - got.len();
-            let read = read_ready(conn, queue, shard, want, None);
-            let reply = tokio::time::timeout(limit, read).await.unwrap_or_else(|_| {
-                Err(Error::Connection(format!(
-                    "no reply from shard {shard} within {limit:?}"
-                )))
-            });
-            match reply {
-                Ok(deliveries) => {
-                    queue.shard_answered(shard);
-                    got.extend(deliveries.unwrap_or_default());
+            let width = if first_round { 1 } else { want };
+            first_round = false;
+            let round = sweep_round(conn, queue, &mut unread, want, width, limit.min(left));
+            for (shard, asked, reply) in round.await {
+                match reply {
+                    Ok(deliveries) => {
+                        queue.shard_answered(shard);
+                        let deliveries = deliveries.unwrap_or_default();
+                        if deliveries.len() == asked {
+                            unread.push_back(shard); // it may hold more
+                        }
+                        got.extend(deliveries);
+                    }
+                    Err(e) if matches!(e.kind(), ErrorKind::Connection | ErrorKind::Timeout) => {
+                        // The other shards go on; this one rests a while.
+                        tracing::debug!(queue = %queue.name(), shard, error = %e, "a shard could not be read; the others go on");
+                        queue.shard_failed(shard);
+                        failed.get_or_insert(e);
+                    }
+                    Err(e) => {
+                        other.get_or_insert(e);
+                    }
                 }
-                Err(e) if matches!(e.kind(), ErrorKind::Connection | ErrorKind::Timeout) => {
-                    // The other shards go on; this one rests a moment.
-                    tracing::debug!(queue = %queue.name(), shard, error = %e, "a shard could not be read; the others go on");
-                    queue.shard_failed(shard);
-                    failed.get_or_insert(e);
-                }
-                Err(e) if got.is_empty() => return Err(e),
-                Err(_) => break,
+            }
+            if other.is_some() {
+                break;
             }
         }
         if !got.is_empty() {
             return Ok(Some(got));
+        }
+        if let Some(e) = other {
+            return Err(e);
         }
         if let Some(e) = failed {
             if (0..shards).all(|s| queue.shard_rests(s)) {
@@ -1720,6 +1743,36 @@ async fn sweep_shards(
             _ = tokio::time::sleep((until - now).min(SWEEP_INTERVAL)) => {}
         }
     }
+}
+
+/// One round of a sweep: reads, at once, up to `want` messages from the next `width`
+/// shards of `unread` (at most one a message, each asked its share), each read given up
+/// after `limit`. Returns each shard read, the count asked of it, and its reply.
+async fn sweep_round(
+    conn: &Dedicated,
+    queue: &ReliableQueue,
+    unread: &mut std::collections::VecDeque<u32>,
+    want: usize,
+    width: usize,
+    limit: Duration,
+) -> Vec<(u32, usize, Result<Option<Vec<Delivery>>>)> {
+    let k = width.min(want).min(unread.len());
+    let reads = (0..k).filter_map(|i| {
+        let shard = unread.pop_front()?;
+        let asked = want / k + usize::from(i < want % k);
+        let mut conn = conn.clone();
+        Some(async move {
+            let read = read_ready(&mut conn, queue, shard, asked, None);
+            let reply = tokio::time::timeout(limit, read).await.unwrap_or_else(|_| {
+                Err(Error::Connection(format!(
+                    "no reply from shard {shard} within {limit:?}"
+                )))
+            });
+            (shard, asked, reply)
+        })
+    });
+    let reads: Vec<_> = reads.collect();
+    futures_util::future::join_all(reads).await
 }
 
 /// Parses an XREADGROUP reply (RESP2 array or RESP3 map) into deliveries.
