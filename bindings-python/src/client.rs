@@ -1,7 +1,5 @@
 //! The native handle of a client (its class is `delayq.Client`, in Python).
 
-use std::path::PathBuf;
-
 use delayq::host::exit::Registered;
 use pyo3::prelude::*;
 
@@ -19,9 +17,10 @@ pub struct Client(
 );
 
 /// A scheduler option of a queue handle (core's defaults for the rest).
-fn scheduler(enabled: bool, reconcile_interval: Obj<'_>) -> PyResult<delayq::SchedulerOptions> {
+fn scheduler(enabled: Obj<'_>, reconcile_interval: Obj<'_>) -> PyResult<delayq::SchedulerOptions> {
+    let enabled = Some(convert::boolean(&enabled, "scheduler")?);
     let interval = Some(convert::duration(&reconcile_interval)?);
-    Ok(delayq::bridge::scheduler(Some(enabled), interval))
+    Ok(delayq::bridge::scheduler(enabled, interval))
 }
 
 /// The back-off of `Client.reliable_queue` (see `delayq::Backoff::from_parts`).
@@ -44,14 +43,15 @@ calls! { Client(c) {
     /// Connects: the native handle of a `delayq.Client` (or its `Pending`, see `aio`).
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
-    fn connect(py: Python<'_>, aio: Aio<'_>, url: Obj<'_>, cluster: bool, tls: (Option<PathBuf>, Option<PathBuf>, Option<PathBuf>), durability_replicas: Option<Obj<'_>>, durability_aof: bool, durability_timeout: Obj<'_>) -> R {
+    fn connect(py: Python<'_>, aio: Aio<'_>, url: Obj<'_>, cluster: Obj<'_>, tls: (Obj<'_>, Obj<'_>, Obj<'_>), durability_replicas: Option<Obj<'_>>, durability_aof: Obj<'_>, durability_timeout: Obj<'_>) -> R {
+        let (cluster, durability_aof) = (convert::boolean(&cluster, "cluster")?, convert::boolean(&durability_aof, "durability_aof")?);
         // A list of seeds names a cluster.
         let (urls, cluster) = match (url.extract::<String>(), url.extract::<Vec<String>>()) {
             (Ok(url), _) => (vec![url], cluster),
             (_, Ok(seeds)) => (seeds, true),
             _ => return Err(invalid("url must be a str, or a list of seed URLs of a cluster")),
         };
-        let (ca_file, client_cert_file, client_key_file) = tls;
+        let (ca_file, client_cert_file, client_key_file) = (convert::opt_path(&tls.0, "tls_ca_file")?, convert::opt_path(&tls.1, "tls_cert_file")?, convert::opt_path(&tls.2, "tls_key_file")?);
         let tls = delayq::TlsOptions { ca_file, client_cert_file, client_key_file };
         let replicas = convert::opt_count(durability_replicas, "durability_replicas")?;
         let timeout = convert::duration(&durability_timeout)?;
@@ -66,7 +66,7 @@ calls! { Client(c) {
         })
     }
 
-    fn delayed_queue(&self, name: Obj<'_>, scheduler: bool, reconcile_interval: Obj<'_>) -> PyResult<DelayedQueue> {
+    fn delayed_queue(&self, name: Obj<'_>, scheduler: Obj<'_>, reconcile_interval: Obj<'_>) -> PyResult<DelayedQueue> {
         let name = convert::string(&name, "name")?;
         let opts = self::scheduler(scheduler, reconcile_interval)?;
         Ok(DelayedQueue(self.0.delayed_queue_with(&name, opts).map_err(to_py)?))
@@ -74,7 +74,7 @@ calls! { Client(c) {
 
     /// A reliable queue handle; each setting None is the stored one.
     #[allow(clippy::too_many_arguments)]
-    fn reliable_queue(&self, name: Obj<'_>, visibility_timeout: Option<Obj<'_>>, max_attempts: Option<Obj<'_>>, backoff: Option<Obj<'_>>, backoff_base: Option<Obj<'_>>, backoff_max: Option<Obj<'_>>, shards: Option<Obj<'_>>, dead_letter_retention: Option<Obj<'_>>, idempotency_retention: Option<Obj<'_>>, update_settings: bool, scheduler: bool, reconcile_interval: Obj<'_>) -> PyResult<ReliableQueue> {
+    fn reliable_queue(&self, name: Obj<'_>, visibility_timeout: Option<Obj<'_>>, max_attempts: Option<Obj<'_>>, backoff: Option<Obj<'_>>, backoff_base: Option<Obj<'_>>, backoff_max: Option<Obj<'_>>, shards: Option<Obj<'_>>, dead_letter_retention: Option<Obj<'_>>, idempotency_retention: Option<Obj<'_>>, update_settings: Obj<'_>, scheduler: Obj<'_>, reconcile_interval: Obj<'_>) -> PyResult<ReliableQueue> {
         let opts = delayq::ReliableQueueOptions {
             visibility_timeout: convert::opt_delay(visibility_timeout)?,
             max_attempts: convert::opt_count(max_attempts, "max_attempts")?,
@@ -82,7 +82,7 @@ calls! { Client(c) {
             shards: convert::opt_count(shards, "shards")?,
             dead_letter_retention: convert::opt_delay(dead_letter_retention)?,
             idempotency_retention: convert::opt_delay(idempotency_retention)?,
-            update_settings,
+            update_settings: convert::boolean(&update_settings, "update_settings")?,
             scheduler: self::scheduler(scheduler, reconcile_interval)?,
         };
         let name = convert::string(&name, "name")?;

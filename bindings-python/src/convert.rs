@@ -1,5 +1,6 @@
 //! Python values to core types. Validation itself is core's (`delayq::delay`).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use delayq::delay::{self as check, Integer};
@@ -26,6 +27,20 @@ pub fn string(obj: &Obj<'_>, what: &str) -> PyResult<String> {
     };
     let utf8 = |e: PyErr| invalid(format!("{what} must be valid UTF-8 ({e})"));
     Ok(s.to_cow().map_err(utf8)?.into_owned())
+}
+
+/// A `bool` argument named `what` (an int is refused: `cluster=1` is a mistake to report).
+pub fn boolean(obj: &Obj<'_>, what: &str) -> PyResult<bool> {
+    let not = || wrong(&format!("{what} must be a bool"), obj);
+    obj.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| not())
+}
+
+/// An optional file path (`str` or `os.PathLike`) named `what`: None when None.
+pub fn opt_path(obj: &Obj<'_>, what: &str) -> PyResult<Option<PathBuf>> {
+    let not = || wrong(&format!("{what} must be a str or os.PathLike"), obj);
+    (!obj.is_none())
+        .then(|| obj.extract().map_err(|_| not()))
+        .transpose()
 }
 
 /// An optional `str` argument: None when None.

@@ -392,3 +392,43 @@ def test_offer_all_takes_any_sequence_of_the_right_length(url: str, name: str) -
             assert await aclient.delayed_queue(name).offer_all([["d", 60]])
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda url: delayq.Client(url, cluster=1), "cluster must be a bool, not int"),
+        (lambda url: delayq.Client(url, durability_aof="yes"), "durability_aof must be a bool"),
+        (lambda url: delayq.Client(url, tls_ca_file=5), "tls_ca_file must be a str or os.PathLike"),
+        (lambda url: delayq.Client(url, tls_key_file=["k"]), "tls_key_file must be a str"),
+        (lambda url: delayq.asyncio.Client(url, cluster="no"), "cluster must be a bool, not str"),
+    ],
+)
+def test_bad_client_options_are_invalid_arguments(
+    own_server: RedisServer, call: Callable[[str], Any], words: str
+) -> None:
+    with pytest.raises(delayq.InvalidArgument) as info:
+        call(own_server.url)
+    assert words in str(info.value)
+    assert own_server.cli("DBSIZE") == "0"
+
+
+@pytest.mark.parametrize("flavour", ["blocking", "asyncio"])
+@pytest.mark.parametrize(
+    ("kind", "options", "words"),
+    [
+        ("delayed_queue", {"scheduler": 0}, "scheduler must be a bool, not int"),
+        ("reliable_queue", {"scheduler": "yes"}, "scheduler must be a bool, not str"),
+        ("reliable_queue", {"update_settings": 1}, "update_settings must be a bool, not int"),
+    ],
+)
+def test_bad_boolean_queue_options_are_invalid_arguments(
+    own_server: RedisServer, flavour: str, kind: str, options: dict[str, object], words: str
+) -> None:
+    url = own_server.url
+    client: Any = delayq.Client(url) if flavour == "blocking" else delayq.asyncio.Client(url)
+    with pytest.raises(delayq.InvalidArgument) as info:
+        getattr(client, kind)("q", **options)
+    assert words in str(info.value)
+    client.close()
+    assert own_server.cli("DBSIZE") == "0"
