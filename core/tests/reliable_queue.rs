@@ -583,6 +583,55 @@ async fn consume_acks_on_success_and_retries_failures() {
     runner.await.unwrap().unwrap();
 }
 
+/// Handlers slower than the visibility timeout, one at a time: the messages received
+/// ahead wait in consume's buffer longer than their lease, which is kept while they wait.
+/// Each message is handled once, on its first attempt, and no lease is lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn prefetched_deliveries_keep_their_lease_while_they_wait() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("prefetch", opts(600, 5)).unwrap();
+    let n = 4u64;
+    q.offer_all((0..n).map(|i| (i.to_string(), Duration::ZERO, None)))
+        .await
+        .unwrap();
+    let handled = Arc::new(std::sync::Mutex::new(Vec::<(String, u32)>::new()));
+    let runner = {
+        let (q, handled) = (q.clone(), handled.clone());
+        tokio::spawn(async move {
+            q.consume(
+                move |d| {
+                    let handled = handled.clone();
+                    async move {
+                        tokio::time::sleep(Duration::from_millis(900)).await;
+                        handled.lock().unwrap().push((d.id.clone(), d.attempt));
+                        Ok::<(), String>(())
+                    }
+                },
+                1,
+            )
+            .await
+        })
+    };
+    assert!(
+        common::eventually(Duration::from_secs(15), || async {
+            q.stats().await.unwrap() == ReliableStats::default()
+        })
+        .await,
+        "all handled: {:?}",
+        q.stats().await
+    );
+    let handled = handled.lock().unwrap().clone();
+    assert_eq!(handled.len(), n as usize, "each once: {handled:?}");
+    assert!(
+        handled.iter().all(|(_, a)| *a == 1),
+        "first attempts: {handled:?}"
+    );
+    assert_eq!(q.lost_leases(), 0);
+    q.close();
+    runner.await.unwrap().unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn ten_thousand_messages_through_eight_consumers_none_lost() {
     let server = RedisServer::start();

@@ -3,7 +3,9 @@
 //! One consume call runs a receiver and `concurrency` workers:
 //! - the receiver keeps a buffer of up to `concurrency` deliveries filled with
 //!   `receive_many`, so that workers never wait a round trip for their next message and
-//!   one round trip brings many (prefetch);
+//!   one round trip brings many (prefetch); a delivery that waits in the buffer longer
+//!   than a third of the visibility timeout has its lease extended (one keeper task per
+//!   consume call), so that it does not run out before a worker is free;
 //! - a worker runs the handler on one delivery at a time and, once it has run for a third
 //!   of the visibility timeout, extends the delivery's lease every third of the timeout,
 //!   so a handler may run longer than the timeout while its process lives; a lease found
@@ -24,6 +26,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use super::{Delivery, ReliableQueue, MAX_RECEIVE};
 use crate::error::{Error, ErrorKind, Result};
@@ -89,6 +92,61 @@ async fn batch_acks(queue: ReliableQueue, mut rx: mpsc::UnboundedReceiver<Delive
     }
 }
 
+/// A delivery received ahead: when its lease last (re)started, and whether the keeper
+/// found it lost.
+type Waiting = (Delivery, Instant, bool);
+
+/// The deliveries of one consume call received ahead and not yet started, by receipt.
+#[derive(Clone, Default)]
+struct Buffered(Arc<Mutex<HashMap<String, Waiting>>>);
+
+impl Buffered {
+    fn add(&self, d: &Delivery) {
+        let now = Instant::now();
+        let mut list = self.0.lock().expect("buffered lock");
+        list.insert(d.receipt.clone(), (d.clone(), now, false));
+    }
+
+    /// Takes `d` out of the buffer for a worker: false when its lease was found lost.
+    fn claim(&self, d: &Delivery) -> bool {
+        let mut list = self.0.lock().expect("buffered lock");
+        list.remove(&d.receipt).is_none_or(|(_, _, lost)| !lost)
+    }
+
+    /// Extends, every sixth of the visibility timeout, the lease of each delivery that has
+    /// waited a third of it since its lease last (re)started.
+    fn keep(&self, queue: &ReliableQueue, visibility: Duration) -> tokio::task::JoinHandle<()> {
+        let (list, queue) = (self.0.clone(), queue.clone());
+        let every = (visibility / 3).max(Duration::from_millis(10));
+        queue.inner.handle.runtime().clone().spawn(async move {
+            loop {
+                tokio::time::sleep(every / 2).await;
+                let due: Vec<Delivery> = {
+                    let list = list.lock().expect("buffered lock");
+                    let waited = |(d, since, lost): &Waiting| {
+                        (!lost && since.elapsed() >= every).then(|| d.clone())
+                    };
+                    list.values().filter_map(waited).collect()
+                };
+                let extended = due.iter().map(|d| d.extend(visibility));
+                let outcomes = futures_util::future::join_all(extended).await;
+                let now = Instant::now();
+                let mut list = list.lock().expect("buffered lock");
+                for (d, outcome) in due.iter().zip(outcomes) {
+                    let Some(entry) = list.get_mut(&d.receipt) else { continue };
+                    match outcome {
+                        Ok(true) => entry.1 = now,
+                        Ok(false) => entry.2 = true,
+                        Err(e) => {
+                            tracing::debug!(queue = %queue.name(), error = %e, "could not extend a prefetched delivery's lease; trying again")
+                        }
+                    }
+                }
+            }
+        })
+    }
+}
+
 /// What a worker is running, so that a close past its deadline can give it back.
 type Current = Arc<Mutex<Option<Delivery>>>;
 
@@ -130,6 +188,8 @@ impl ReliableQueue {
         let (tx, rx) = mpsc::channel::<Delivery>(concurrency);
         let rx = Arc::new(tokio::sync::Mutex::new(rx));
         let acker = Acker::new(self.clone());
+        let buffered = Buffered::default();
+        let _keeper = AbortOnDrop(buffered.keep(self, visibility));
         let mut workers = JoinSet::new();
         let mut current = Vec::new();
         for _ in 0..concurrency {
@@ -138,13 +198,13 @@ impl ReliableQueue {
             workers.spawn(worker(
                 self.clone(),
                 handler.clone(),
-                rx.clone(),
+                (rx.clone(), buffered.clone()),
                 acker.clone(),
                 visibility,
                 slot,
             ));
         }
-        let received = self.receive_into(&tx, concurrency).await;
+        let received = self.receive_into(&tx, &buffered, concurrency).await;
         drop(tx);
 
         // Stopping: let the workers finish their handlers, up to the graceful deadline.
@@ -179,7 +239,12 @@ impl ReliableQueue {
 
     /// Fills the buffer until the handle stops. Receive errors are retried with back-off
     /// (logged); only a closed handle or client ends the loop.
-    async fn receive_into(&self, tx: &mpsc::Sender<Delivery>, buffer: usize) -> Result<()> {
+    async fn receive_into(
+        &self,
+        tx: &mpsc::Sender<Delivery>,
+        buffered: &Buffered,
+        buffer: usize,
+    ) -> Result<()> {
         let mut pause = Duration::from_millis(50);
         loop {
             // Wait for room in the buffer, then take as many as there is room for.
@@ -199,7 +264,9 @@ impl ReliableQueue {
                 Ok(deliveries) => {
                     pause = Duration::from_millis(50);
                     for d in deliveries {
+                        buffered.add(&d);
                         if let Err(mpsc::error::SendError(d)) = tx.send(d).await {
+                            buffered.claim(&d);
                             let _ = d.release().await;
                         }
                     }
@@ -301,7 +368,7 @@ impl Drop for ConsumerGuard {
 async fn worker<F, Fut, E>(
     queue: ReliableQueue,
     handler: Arc<F>,
-    rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Delivery>>>,
+    (rx, buffered): (Arc<tokio::sync::Mutex<mpsc::Receiver<Delivery>>>, Buffered),
     acker: Acker,
     visibility: Duration,
     current: Current,
@@ -320,6 +387,12 @@ async fn worker<F, Fut, E>(
             }
         };
         let Some(delivery) = delivery else { return };
+        if !buffered.claim(&delivery) {
+            // Its lease ran out while it waited (an extension failed): the message is
+            // someone else's now, or will be.
+            tracing::warn!(queue = %queue.name(), id = %delivery.id, "a prefetched delivery's lease was lost before its handler started; it is not run here");
+            continue;
+        }
         *current.lock().expect("slot lock") = Some(delivery.clone());
         let outcome = run_leased(&queue, &delivery, handler(delivery.clone()), visibility).await;
         let settled = match outcome {
