@@ -701,22 +701,26 @@ impl ReliableQueue {
                 } else {
                     "ensure"
                 };
+                let mut before = None;
                 if let Some(wanted) = self.inner.opts.shards {
-                    self.check_shard_change(wanted).await?;
+                    before = self.check_shard_change(wanted).await?;
                 }
                 let settings = self.load_settings(mode).await?;
                 self.use_shards(&settings).await?;
+                if let Some(before) = before.filter(|&b| b > 1 && b != settings.shards) {
+                    self.retire_shards(before, settings.shards).await?;
+                }
                 Ok(settings)
             })
             .await
     }
 
     /// Refuses to change the number of shards of a queue that holds messages: they would
-    /// stay in sub-queues nobody reads any more.
-    async fn check_shard_change(&self, wanted: u32) -> Result<()> {
+    /// stay in sub-queues nobody reads any more. Returns the stored count when it differs.
+    async fn check_shard_change(&self, wanted: u32) -> Result<Option<u32>> {
         let stored = self.load_settings("get").await?;
         if stored.shards == wanted {
-            return Ok(());
+            return Ok(None);
         }
         let mut held = ReliableStats::default();
         for shard in 0..stored.shards {
@@ -738,6 +742,25 @@ impl ReliableQueue {
                 held.in_flight,
                 held.dead
             )));
+        }
+        Ok(Some(stored.shards))
+    }
+
+    /// Writes the new count into the settings copy of each shard of the old layout, so
+    /// that a handle still using it gets an error on its next offer instead of writing
+    /// where nobody reads (reliable_offer.lua). (One shard: its settings are the queue's,
+    /// already changed.)
+    async fn retire_shards(&self, before: u32, now: u32) -> Result<()> {
+        let retire = (0..before).map(|shard| async move {
+            let keys = ReliableKeys::shard(self.name(), shard, before)?;
+            let mut call = invocation_on(&keys, &scripts::RELIABLE_SETTINGS);
+            call.arg("update").arg(1).arg(settings::SHARDS).arg(now);
+            call.invoke_async::<Vec<String>>(&mut self.commands())
+                .await?;
+            Ok::<_, Error>(())
+        });
+        for r in futures_util::future::join_all(retire).await {
+            r?;
         }
         Ok(())
     }
@@ -939,6 +962,21 @@ impl ReliableQueue {
         (0..n).map(|i| (first + i) % n).collect()
     }
 
+    /// An offer refused because the queue's shards changed after this handle read them
+    /// (another handle changed them while the queue was empty): a clear error, the offer
+    /// not written.
+    fn moved(&self, e: Error, mine: u32) -> Error {
+        let text = e.to_string();
+        let Some(now) = text.split("DELAYQSHARDS").nth(1) else {
+            return e;
+        };
+        let now = now.trim_matches(|c: char| !c.is_ascii_digit());
+        Error::invalid(format!(
+            "queue {:?} has {now} shard(s) now (its settings changed after this handle read              them), this handle uses {mine}: open a new handle; nothing was offered",
+            self.name()
+        ))
+    }
+
     async fn load_settings(&self, mode: &str) -> Result<ReliableSettings> {
         let named = self.inner.opts.named().fields();
         let mut call = self.invocation(&scripts::RELIABLE_SETTINGS);
@@ -1134,11 +1172,14 @@ impl ReliableQueue {
                     let mut out = Vec::with_capacity(messages.len());
                     for chunk in messages.chunks(1000) {
                         let mut call = invocation_on(&keys, &scripts::RELIABLE_OFFER);
-                        call.key(&keys.channel);
+                        call.key(&keys.channel).arg(n);
                         for (_, delay_ms, id, random, payload) in chunk {
                             call.arg(*delay_ms).arg(*id).arg(random).arg(*payload);
                         }
-                        let rows: Vec<(String, i64, i64)> = self.write(&call, &keys).await?;
+                        let rows: Vec<(String, i64, i64)> = self
+                            .write(&call, &keys)
+                            .await
+                            .map_err(|e| self.moved(e, n))?;
                         out.extend(chunk.iter().zip(rows).map(
                             |((pos, ..), (id, created, due))| {
                                 (

@@ -342,3 +342,55 @@ async fn one_shard_keeps_the_unsharded_layout_and_shards_stay_while_messages_do(
     let d = q4.receive(WAIT).await.unwrap().expect("from a shard");
     assert_eq!(d.shard(), shard_for("b", 4));
 }
+
+/// A handle that read the shard count before another handle changed it (on the empty
+/// queue) cannot offer into its old layout, where no consumer would read: its offers fail
+/// with an invalid-argument error that says so, and write nothing. From one shard to four
+/// (the queue's own settings say 4) and from four to two (the old shards' copies say 2).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handle_whose_shard_count_changed_under_it_cannot_offer() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let old = c
+        .reliable_queue("moved", ReliableQueueOptions::default())
+        .unwrap();
+    assert_eq!(old.stats().await.unwrap(), ReliableStats::default());
+    let q4 = c.reliable_queue("moved", sharded(4)).unwrap();
+    assert_eq!(q4.settings().await.unwrap().shards, 4);
+    let err = old
+        .offer("x", Duration::ZERO, Some("dup"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("has 4 shard(s) now"), "{err}");
+    assert!(err.to_string().contains("this handle uses 1"), "{err}");
+    // Nothing written: the id is free in the four shards.
+    let created = q4
+        .offer_with_outcome("y", Duration::ZERO, Some("dup"))
+        .await
+        .unwrap();
+    assert!(created.created);
+    q4.transfer_now().await.unwrap();
+    q4.receive(WAIT)
+        .await
+        .unwrap()
+        .unwrap()
+        .ack()
+        .await
+        .unwrap();
+
+    let mut two = sharded(2);
+    two.update_settings = true;
+    let q2 = c.reliable_queue("moved", two).unwrap();
+    assert_eq!(q2.settings().await.unwrap().shards, 2);
+    let err = q4.offer("z", Duration::ZERO, None).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("has 2 shard(s) now"), "{err}");
+    q2.offer("w", Duration::ZERO, None).await.unwrap();
+    assert_eq!(q2.stats().await.unwrap().ready, 1);
+    assert_eq!(
+        q4.stats().await.unwrap().ready,
+        0,
+        "nothing in the old layout"
+    );
+}

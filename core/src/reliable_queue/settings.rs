@@ -95,7 +95,7 @@ fn parse_backoff(text: &str) -> Option<Backoff> {
 pub(crate) const VISIBILITY: &str = "visibility_ms";
 const MAX_ATTEMPTS: &str = "max_attempts";
 const BACKOFF: &str = "backoff";
-const SHARDS: &str = "shards";
+pub(super) const SHARDS: &str = "shards";
 const DEAD_RETENTION: &str = "dead_letter_retention_ms";
 const ID_RETENTION: &str = "idempotency_retention_ms";
 

@@ -1,14 +1,21 @@
 -- Offer messages to a reliable queue.
 -- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua. KEYS[7] wake channel.
--- ARGV[3..] quadruples: delay ms, caller id ('' for a generated one), 16 random hex digits, payload
+-- ARGV[3] the number of shards the offering handle uses.
+-- ARGV[4..] quadruples: delay ms, caller id ('' for a generated one), 16 random hex digits, payload
 -- Returns, per message, {id, 1 if created or 0 if the id was already waiting or in flight,
 -- the due time in server ms when created or -1}.
 local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash', META, 'hash')
 if err then return err end
+-- The settings seen here (the queue's, or this shard's copy) name the shards of the queue
+-- now; a handle that read an older count would write where no consumer reads.
+local shards = redis.call('HGET', SETTINGS, 'shards')
+if shards and shards ~= ARGV[3] then
+  return redis.error_reply('DELAYQSHARDS ' .. shards)
+end
 local now = now_ms()
 -- The earliest wake-up these messages add; announced when the task had nothing as early.
 local earliest = nil
-for i = 3, #ARGV, 4 do
+for i = 4, #ARGV, 4 do
   local due = now + tonumber(ARGV[i])
   if due > now then
     local wake = wake_for(due, now)
@@ -17,7 +24,7 @@ for i = 3, #ARGV, 4 do
 end
 local announce = earliest and not wakes_by(earliest)
 local out = {}
-for i = 3, #ARGV, 4 do
+for i = 4, #ARGV, 4 do
   local due = now + tonumber(ARGV[i])
   local id = ARGV[i + 1]
   local flags = INDEXED
