@@ -22,6 +22,16 @@ pub struct ReliableArgs {
     command: ReliableCommand,
 }
 
+impl ReliableArgs {
+    /// The `--timeout-ms` of `receive`, which counts the connect too.
+    pub fn timeout(&self) -> Option<Duration> {
+        match &self.command {
+            ReliableCommand::Receive { timeout_ms, .. } => timeout_ms.map(Duration::from_millis),
+            _ => None,
+        }
+    }
+}
+
 /// `configure`'s settings; each one left out keeps its stored value.
 #[derive(Args)]
 struct SettingsArgs {
@@ -160,7 +170,14 @@ enum ReliableCommand {
     PurgeDead { queue: String },
 }
 
-pub async fn run(client: Client, base64: bool, args: ReliableArgs) -> Result<()> {
+/// Runs a `reliable` subcommand; `deadline`: the end of `receive --timeout-ms`, counted
+/// from before the connect.
+pub async fn run(
+    client: Client,
+    base64: bool,
+    args: ReliableArgs,
+    deadline: Option<Instant>,
+) -> Result<()> {
     let mut opts = ReliableQueueOptions {
         visibility_timeout: args.visibility_ms.map(Duration::from_millis),
         max_attempts: args.max_attempts,
@@ -213,14 +230,13 @@ pub async fn run(client: Client, base64: bool, args: ReliableArgs) -> Result<()>
         }
         ReliableCommand::Receive {
             queue,
-            timeout_ms,
+            timeout_ms: _, // counted in `deadline`, from before the connect
             count,
             show_id,
             no_ack,
             hold,
         } => {
             let q = client.reliable_queue(&queue, opts)?;
-            let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
             for _ in 0..count {
                 let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                 if left == Some(Duration::ZERO) {

@@ -115,6 +115,33 @@ fn take_exits_when_the_timeout_passes() {
     assert!(start.elapsed() >= Duration::from_millis(300));
 }
 
+/// `--timeout-ms` counts the connect too: against a server that accepts connections and
+/// never answers, `take` and `reliable receive` give up within the timeout plus the margin
+/// of a blocking call (1.5 s), not after the 5 s connect timeout.
+#[test]
+fn timeout_ms_bounds_the_connect_too() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://127.0.0.1:{}", silent.local_addr().unwrap().port());
+    for args in [
+        &["take", "s", "--timeout-ms", "500"][..],
+        &["reliable", "receive", "r", "--timeout-ms", "500"][..],
+    ] {
+        let start = Instant::now();
+        let mut all = vec!["--url", &url];
+        all.extend_from_slice(args);
+        let out = delayq_env(&all, &[]);
+        let took = start.elapsed();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr)
+                .contains("no connection to Redis within --timeout-ms"),
+            "{args:?}: {out:?}"
+        );
+        assert!(took < Duration::from_millis(3500), "{args:?} took {took:?}");
+    }
+    drop(silent);
+}
+
 #[test]
 fn stats_prints_the_counts() {
     let server = RedisServer::start();
