@@ -72,6 +72,46 @@ async fn size_contains_remove_read_all_clear_agree() {
         .is_empty());
 }
 
+/// Values that come due while no transfer runs (consumers start later, an outage) reach
+/// the destination oldest due first, as Redisson's transfer (due order) would hand them
+/// over, not in the order they were offered (here an order unrelated to their due times).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backlog_is_handed_over_oldest_due_first() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let off = SchedulerOptions {
+        enabled: false,
+        ..Default::default()
+    };
+    let q = c.delayed_queue_with("backlog", off).unwrap();
+    let mut offers = Vec::new();
+    for (value, ms) in [
+        ("a", 600),
+        ("b", 400),
+        ("c", 200),
+        ("d", 500),
+        ("e", 300),
+        ("f", 100),
+    ] {
+        offers.push((
+            value,
+            q.offer(value, Duration::from_millis(ms)).await.unwrap(),
+        ));
+    }
+    let last_due = offers.iter().map(|(_, due)| *due).max().unwrap();
+    while c.server_time_ms().await.unwrap() <= last_due {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    q.transfer_now().await.unwrap();
+    let mut got = Vec::new();
+    while let Some(v) = q.poll().await.unwrap() {
+        got.push(String::from_utf8(v).unwrap());
+    }
+    offers.sort_by_key(|(_, due)| *due);
+    let by_due: Vec<&str> = offers.iter().map(|(v, _)| *v).collect();
+    assert_eq!(got, by_due);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn take_times_out_with_none_and_poll_returns_ready_values() {
     let server = RedisServer::start();

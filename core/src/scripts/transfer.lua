@@ -66,36 +66,70 @@ local function spent()
 end
 
 local moved, taken, set_aside = 0, {}, 0
-local values, removed = {}, {}
-local function take(entry)
+-- The values a call moves and their due times (every step below reads the scores it needs
+-- anyway): the destination gets them oldest due first, as Redisson's transfer (which moves
+-- in due order) would give them, wherever in the list each was found. `ordered` while they
+-- came in order (a backlog due in offer order, the common case, is not sorted).
+local vals, dues, ordered, removed = {}, {}, true, {}
+local function take(entry, due)
   if taken[entry] then return end
   taken[entry] = true
   moved = moved + 1
   removed[#removed + 1] = entry
   local value = unpack_value(entry)
   if value then
-    values[#values + 1] = value
+    local n = #vals + 1
+    due = due or now
+    if n > 1 and due < dues[n - 1] then ordered = false end
+    vals[n], dues[n] = value, due
   else
     redis.call('RPUSH', corrupt, entry)
     set_aside = set_aside + 1
     redis.log(redis.LOG_WARNING, 'delayq: moved an undecodable entry of ' .. zset .. ' to ' .. corrupt)
   end
 end
--- Writes what was taken so far (inside the budget: ZREM costs microseconds per entry).
+-- Takes what was taken so far out of the sorted set (inside the budget: ZREM costs
+-- microseconds per entry).
 local function flush()
-  call_chunked('RPUSH', dest, values)
   call_chunked('ZREM', zset, removed)
-  values, removed = {}, {}
+  removed = {}
+end
+-- Hands the values of the call to the destination, oldest due first (in the order taken
+-- among equal due times).
+local function deliver()
+  if not ordered then
+    local order = {}
+    for i = 1, #vals do order[i] = i end
+    table.sort(order, function(a, b)
+      if dues[a] ~= dues[b] then return dues[a] < dues[b] end
+      return a < b
+    end)
+    local sorted = {}
+    for i, k in ipairs(order) do sorted[i] = vals[k] end
+    vals = sorted
+  end
+  call_chunked('RPUSH', dest, vals)
+end
+-- The due entries among the earliest `n`, each with its due time.
+local function earliest_due(n)
+  local due = {}
+  local reply = redis.call('ZRANGEBYSCORE', zset, '-inf', now, 'WITHSCORES', 'LIMIT', 0, n)
+  for i = 1, #reply, 2 do due[reply[i]] = tonumber(reply[i + 1]) end
+  return due, reply
 end
 
 local function is_due(entry)
   local score = redis.call('ZSCORE', zset, entry)
   return score and tonumber(score) <= now
 end
+-- For each entry of `window`: its due time when it is due, else false.
 local function due_flags(window)
   local flags = {}
   local scores = redis.call('ZMSCORE', zset, unpack(window))
-  for i = 1, #window do flags[i] = scores[i] and tonumber(scores[i]) <= now end
+  for i = 1, #window do
+    local score = scores[i] and tonumber(scores[i])
+    flags[i] = score and score <= now and score
+  end
   return flags
 end
 
@@ -108,17 +142,26 @@ local function head_runs()
     if not first or not is_due(first) then return end
     local n = math.min(RUN_WINDOW, batch - moved)
     local window = redis.call('LRANGE', list, 0, n - 1)
-    local earliest = {}
-    for _, entry in ipairs(redis.call('ZRANGEBYSCORE', zset, '-inf', now, 'LIMIT', 0, n)) do
-      earliest[entry] = true
+    -- The earliest due entries by rank: a head run that is exactly them, in their order,
+    -- is in due order and due no later than its last one (no scores to read).
+    local rank = {}
+    for i, entry in ipairs(redis.call('ZRANGEBYSCORE', zset, '-inf', now, 'LIMIT', 0, n)) do
+      rank[entry] = i
     end
-    local run = 0
-    while run < #window and earliest[window[run + 1]] do run = run + 1 end
-    if run < #window then
+    local run, in_order = 0, true
+    while run < #window and rank[window[run + 1]] do
+      run = run + 1
+      in_order = in_order and rank[window[run]] == run
+    end
+    if run == #window and in_order then
+      local last = tonumber(redis.call('ZSCORE', zset, window[run]))
+      for i = 1, run do take(window[i], last) end
+    else
       local flags = due_flags(window)
+      run = 0
       while run < #window and flags[run + 1] do run = run + 1 end
+      for i = 1, run do take(window[i], flags[i]) end
     end
-    for i = 1, run do take(window[i]) end
     redis.call('LTRIM', list, run, -1)
     head = math.max(0, head - run)
     flush()
@@ -133,7 +176,7 @@ local function tail_runs()
     local flags = due_flags(window)
     local from = #window + 1
     while from > 1 and flags[from - 1] do from = from - 1 end
-    for i = from, #window do take(window[i]) end
+    for i = from, #window do take(window[i], flags[i]) end
     local run = #window - from + 1
     redis.call('LTRIM', list, 0, -run - 1)
     tail = math.max(0, tail - run)
@@ -143,7 +186,8 @@ local function tail_runs()
 end
 
 -- 2. and 4. One LREM each, from the nearer end; returns whether any was in the list.
-local function remove_each(entries)
+-- `due`: the due time of each entry.
+local function remove_each(entries, due)
   local longest, found = 0, false
   for i, entry in ipairs(entries) do
     local t0 = clock_us()
@@ -156,7 +200,7 @@ local function remove_each(entries)
       n = redis.call('LREM', list, 1, entry)
     end
     if n > 0 then found = true end
-    take(entry)
+    take(entry, due[entry])
     flush()
     longest = math.max(longest, clock_us() - t0)
   end
@@ -192,7 +236,7 @@ local function sweep(len, wanted)
     local flags
     if wanted then
       flags = {}
-      for i, entry in ipairs(window) do flags[i] = wanted[entry] end
+      for i, entry in ipairs(window) do flags[i] = wanted[entry] or false end
     else
       flags = due_flags(window)
     end
@@ -207,7 +251,7 @@ local function sweep(len, wanted)
       if side == 0 then head = head + 1 else tail = tail + 1 end
       if flags[i] and not taken[entry] then
         redis.call('LSET', list, from + i - 1, tomb)
-        take(entry)
+        take(entry, flags[i])
         marked = marked + 1
         if moved >= batch then
           stop = true
@@ -258,20 +302,19 @@ if due_count > 0 then
     -- LREM each only where a scan of the whole list fits in half the budget.
     local few = left <= FEW and head + tail == 0 and len * scan_ns / 1000 <= budget / 2
     if idle >= len or few then
-      local due = redis.call('ZRANGEBYSCORE', zset, '-inf', now, 'LIMIT', 0, FEW)
-      if remove_each(due) then idle = 0 end
+      local due, reply = earliest_due(FEW)
+      local entries = {}
+      for i = 1, #reply, 2 do entries[#entries + 1] = reply[i] end
+      if remove_each(entries, due) then idle = 0 end
     elseif left <= WANTED then
-      local wanted = {}
-      for _, entry in ipairs(redis.call('ZRANGEBYSCORE', zset, '-inf', now, 'LIMIT', 0, WANTED)) do
-        wanted[entry] = true
-      end
-      sweep(len, wanted)
+      sweep(len, (earliest_due(WANTED)))
     else
       sweep(len, nil)
     end
   end
 end
 flush()
+deliver()
 local nxt = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')
 local next_due = -1
 if nxt[1] then next_due = tonumber(nxt[2]) end
