@@ -1051,11 +1051,20 @@ async fn with_timeout<T, E: Into<Error>>(
     what: &str,
     fut: impl std::future::Future<Output = std::result::Result<T, E>>,
 ) -> Result<T> {
+    // Whole milliseconds: a limit is often what was left of another (299.96ms).
+    let late = || {
+        let ms = u64::try_from(limit.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
+        let limit = Duration::from_millis(ms);
+        Error::Timeout(format!("no answer from Redis within {limit:?} {what}"))
+    };
     match tokio::time::timeout(limit, fut).await {
-        Ok(r) => r.map_err(Into::into),
-        Err(_) => Err(Error::Timeout(format!(
-            "no answer from Redis within {limit:?} {what}"
-        ))),
+        // redis-rs's own timeout of the same length says only "timed out".
+        Ok(Err(e)) => match e.into() {
+            Error::Timeout(_) => Err(late()),
+            e => Err(e),
+        },
+        Ok(Ok(v)) => Ok(v),
+        Err(_) => Err(late()),
     }
 }
 

@@ -184,3 +184,23 @@ async fn a_handler_that_settles_its_delivery_itself_is_not_settled_again() {
     assert_eq!((s.delayed, s.ready, s.in_flight, s.dead), (0, 0, 0, 0));
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
+
+/// A server that accepts connections and never answers: connecting fails with a
+/// `timeout` error that says what timed out, not redis-rs's bare "timed out".
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connect_that_times_out_says_so() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let mut opts = ClientOptions::new(format!("redis://127.0.0.1:{port}"));
+    opts.connect_timeout = Duration::from_millis(300);
+    let Err(err) = Client::connect_with(opts).await else {
+        panic!("connected to a server that never answers")
+    };
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert!(
+        err.to_string()
+            .contains("no answer from Redis within 300ms to connect"),
+        "{err}"
+    );
+    drop(silent);
+}
