@@ -19,7 +19,10 @@ pub struct Client(
 /// A scheduler option of a queue handle (core's defaults for the rest).
 fn scheduler(enabled: Obj<'_>, reconcile_interval: Obj<'_>) -> PyResult<delayq::SchedulerOptions> {
     let enabled = Some(convert::boolean(&enabled, "scheduler")?);
-    let interval = Some(convert::duration(&reconcile_interval)?);
+    let interval = Some(convert::duration(
+        &reconcile_interval,
+        "reconcile_interval",
+    )?);
     Ok(delayq::bridge::scheduler(enabled, interval))
 }
 
@@ -54,7 +57,7 @@ calls! { Client(c) {
         let (ca_file, client_cert_file, client_key_file) = (convert::opt_path(&tls.0, "tls_ca_file")?, convert::opt_path(&tls.1, "tls_cert_file")?, convert::opt_path(&tls.2, "tls_key_file")?);
         let tls = delayq::TlsOptions { ca_file, client_cert_file, client_key_file };
         let replicas = convert::opt_count(durability_replicas, "durability_replicas")?;
-        let timeout = convert::duration(&durability_timeout)?;
+        let timeout = convert::duration(&durability_timeout, "durability_timeout")?;
         let durability = (replicas.is_some() || durability_aof)
             .then(|| delayq::bridge::durability(replicas, Some(durability_aof), Some(timeout)));
         let seeds = delayq::ClientOptions::cluster(urls);

@@ -109,13 +109,13 @@ fn integer(obj: &Obj<'_>) -> PyResult<Integer> {
     }
 }
 
-/// Seconds (a whole `int` of any size, a `float` or a `timedelta`) made a duration by
-/// core's `whole` or `float` (the rules of a delay or of a timeout).
+/// Seconds (a whole `int` of any size, a `float` or a `timedelta`) named `what`, made a
+/// duration by core's `whole` or `float` (the rules of a delay or of a timeout).
 fn seconds(
     obj: &Obj<'_>,
     what: &str,
-    whole: fn(Integer) -> delayq::Result<Duration>,
-    float: fn(f64) -> delayq::Result<Duration>,
+    whole: impl FnOnce(Integer) -> delayq::Result<Duration>,
+    float: impl FnOnce(f64) -> delayq::Result<Duration>,
 ) -> PyResult<Duration> {
     let secs = if let Ok(d) = obj.cast::<PyDelta>() {
         let days = d.get_days() as f64 * 86_400.0;
@@ -141,19 +141,15 @@ pub fn delay(obj: &Obj<'_>) -> PyResult<Duration> {
     )
 }
 
-/// A duration checked like a timeout (a timeout, the reconcile interval).
-pub fn duration(obj: &Obj<'_>) -> PyResult<Duration> {
-    seconds(
-        obj,
-        "timeout",
-        check::timeout_from_secs_integer,
-        check::timeout_from_secs_f64,
-    )
+/// A duration named `what` checked like a timeout (a timeout, the reconcile interval).
+pub fn duration(obj: &Obj<'_>, what: &str) -> PyResult<Duration> {
+    let whole = |n| check::timeout_from_secs_integer(n, what);
+    seconds(obj, what, whole, |s| check::timeout_from_secs_f64(s, what))
 }
 
 /// A timeout in seconds, or `None` for no limit.
 pub fn timeout(obj: Option<Obj<'_>>) -> PyResult<Option<Duration>> {
-    obj.map(|o| duration(&o)).transpose()
+    obj.map(|o| duration(&o, "timeout")).transpose()
 }
 
 /// An optional delay (a queue setting, a nack's delay): None when None.

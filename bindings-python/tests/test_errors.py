@@ -205,6 +205,27 @@ def test_bad_duration_options_are_invalid_arguments(url: str, name: str, bad: ob
             client.delayed_queue(name, reconcile_interval=bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [
+        (-1, "reconcile_interval must not be negative, got -1 s"),
+        (-0.5, "reconcile_interval must be a non-negative number of seconds, got -0.5"),
+        (math.inf, "reconcile_interval must be finite"),
+        ("1", "reconcile_interval must be int, float or timedelta seconds, not str"),
+    ],
+    ids=short,
+)
+def test_a_bad_duration_option_is_named_in_its_error(
+    url: str, name: str, bad: object, words: str
+) -> None:
+    with delayq.Client(url) as client:
+        for kind in ("delayed_queue", "reliable_queue"):
+            with pytest.raises(delayq.InvalidArgument) as info:
+                getattr(client, kind)(name, reconcile_interval=bad)
+            assert words in str(info.value), (kind, str(info.value))
+            assert "timeout" not in str(info.value)
+
+
 def test_invalid_argument_error_is_an_alias() -> None:
     assert delayq.InvalidArgumentError is delayq.InvalidArgument
     assert "InvalidArgumentError" in delayq.__all__

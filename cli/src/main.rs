@@ -203,26 +203,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Connects, giving up 1.5 s past `deadline` (a `--timeout-ms` counts the connect too, as
-/// a blocking call of core answers within its timeout plus 1.5 s).
-async fn connect_by(
-    opts: &delayq::ClientOptions,
-    deadline: Option<Instant>,
-) -> delayq::Result<delayq::Client> {
-    let connect = delayq::Client::connect_with(opts.clone());
-    let Some(deadline) = deadline else {
-        return connect.await;
-    };
-    let by = tokio::time::Instant::from_std(deadline + Duration::from_millis(1500));
-    tokio::time::timeout_at(by, connect)
-        .await
-        .unwrap_or_else(|_| {
-            Err(delayq::Error::Timeout(
-                "no connection to Redis within --timeout-ms (plus 1.5 s)".into(),
-            ))
-        })
-}
-
 async fn run(cli: Cli) -> delayq::Result<()> {
     let opts = client_options(&cli);
     let connect = || delayq::Client::connect_with(opts.clone());
@@ -254,7 +234,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             count,
         } => {
             let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
-            let client = connect_by(&opts, deadline).await?;
+            let client = delayq::Client::connect_by(opts.clone(), deadline).await?;
             let queue = client.delayed_queue(&queue)?;
             let mut out = std::io::stdout();
             for _ in 0..count {
@@ -339,7 +319,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
         Command::Reliable(args) => {
             let deadline = args.timeout().map(|t| Instant::now() + t);
             reliable::run(
-                connect_by(&opts, deadline).await?,
+                delayq::Client::connect_by(opts.clone(), deadline).await?,
                 cli.base64,
                 args,
                 deadline,

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use crate::connection::{ClientOptions, Connection};
 use crate::delayed_queue::DelayedQueue;
 use crate::error::{Error, Result};
+use crate::handle::CALL_MARGIN;
 use crate::keys::{DelayedKeys, ReliableKeys};
 use crate::pubsub::Subscriber;
 use crate::reliable_queue::{ReliableQueue, ReliableQueueOptions};
@@ -72,6 +73,28 @@ impl Client {
                 schedulers: Mutex::new(HashMap::new()),
             }),
         })
+    }
+
+    /// Connects as [`connect_with`](Self::connect_with) does, giving up (a `timeout`
+    /// error) when `deadline` has passed by the margin within which a blocking call of core
+    /// answers past its timeout: a caller's timeout that counts the connect too (the CLI's
+    /// `--timeout-ms`) is kept as a blocking call keeps its own. No deadline: no limit but
+    /// the connect timeout of `opts`.
+    pub async fn connect_by(
+        opts: ClientOptions,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Client> {
+        let connect = Self::connect_with(opts);
+        let Some(deadline) = deadline else {
+            return connect.await;
+        };
+        let by = tokio::time::Instant::from_std(deadline + CALL_MARGIN);
+        match tokio::time::timeout_at(by, connect).await {
+            Ok(connected) => connected,
+            Err(_) => Err(Error::Timeout(format!(
+                "no connection to Redis within the timeout (plus {CALL_MARGIN:?})"
+            ))),
+        }
     }
 
     /// A handle on the Redisson-compatible delayed queue `name`, running the transfer

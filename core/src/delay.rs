@@ -75,20 +75,24 @@ pub fn delay_from_secs_f64(secs: f64) -> Result<Duration> {
     Ok(d)
 }
 
-/// A timeout from seconds as a float: like a delay, finite and non-negative.
-pub fn timeout_from_secs_f64(secs: f64) -> Result<Duration> {
+/// A timeout from seconds as a float: like a delay, finite and non-negative. `what` names
+/// it in the errors (`"timeout"`, or the option that is a duration: `"reconcile_interval"`).
+pub fn timeout_from_secs_f64(secs: f64, what: &str) -> Result<Duration> {
     if secs.is_nan() || secs < 0.0 {
         return Err(Error::invalid(format!(
-            "timeout must be a non-negative number of seconds, got {secs}"
+            "{what} must be a non-negative number of seconds, got {secs}"
         )));
     }
     if secs.is_infinite() {
-        return Err(Error::invalid(
-            "timeout must be finite; pass None to wait forever",
-        ));
+        let forever = if what == "timeout" {
+            "; pass None to wait forever"
+        } else {
+            ""
+        };
+        return Err(Error::invalid(format!("{what} must be finite{forever}")));
     }
     Duration::try_from_secs_f64(secs)
-        .map_err(|_| Error::invalid(format!("timeout of {secs} s overflows")))
+        .map_err(|_| Error::invalid(format!("{what} of {secs} s overflows")))
 }
 
 /// A timeout from milliseconds as a float (JavaScript numbers): fractions allowed, finite
@@ -181,9 +185,10 @@ pub fn timeout_from_millis_integer(ms: Integer) -> Result<Duration> {
     Ok(Duration::from_millis(ms.non_negative("timeout", " ms")?))
 }
 
-/// A timeout from whole seconds of any size: not negative.
-pub fn timeout_from_secs_integer(secs: Integer) -> Result<Duration> {
-    Ok(Duration::from_secs(secs.non_negative("timeout", " s")?))
+/// A timeout from whole seconds of any size: not negative. `what` names it in the errors,
+/// as in [`timeout_from_secs_f64`].
+pub fn timeout_from_secs_integer(secs: Integer, what: &str) -> Result<Duration> {
+    Ok(Duration::from_secs(secs.non_negative(what, " s")?))
 }
 
 /// A count (a limit, a concurrency, a number of attempts) named `what`: not negative and
@@ -322,16 +327,16 @@ mod tests {
             Duration::ZERO
         );
         assert_eq!(
-            timeout_from_secs_integer(Exact(3)).unwrap(),
+            timeout_from_secs_integer(Exact(3), "timeout").unwrap(),
             Duration::from_secs(3)
         );
         assert_eq!(
-            timeout_from_secs_integer(Exact(i64::MAX)).unwrap(),
+            timeout_from_secs_integer(Exact(i64::MAX), "timeout").unwrap(),
             Duration::from_secs(i64::MAX as u64)
         );
         for bad in [Exact(-1), Above, Below] {
             assert!(timeout_from_millis_integer(bad).is_err());
-            assert!(timeout_from_secs_integer(bad).is_err());
+            assert!(timeout_from_secs_integer(bad, "timeout").is_err());
         }
 
         assert_eq!(count_from_integer::<u32>(Exact(7), "limit").unwrap(), 7);

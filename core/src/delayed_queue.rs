@@ -335,20 +335,45 @@ impl DelayedQueue {
     /// Counts of waiting, ready and corrupt entries.
     pub async fn stats(&self) -> Result<DelayedStats> {
         self.check_open()?;
-        let (delayed, ready, corrupt): (u64, u64, u64) = redis::pipe()
-            .cmd("LLEN")
-            .arg(&self.inner.keys.queue_list)
-            .cmd("LLEN")
-            .arg(&self.inner.keys.destination)
-            .cmd("LLEN")
-            .arg(&self.inner.keys.corrupt_list)
+        let keys = &self.inner.keys;
+        let lists = [&keys.queue_list, &keys.destination, &keys.corrupt_list];
+        let mut pipe = redis::pipe();
+        for key in lists {
+            pipe.cmd("LLEN").arg(key);
+        }
+        let (delayed, ready, corrupt): (u64, u64, u64) = match pipe
             .query_async(&mut self.commands())
-            .await?;
+            .await
+            .map_err(Error::from)
+        {
+            Err(Error::WrongType(_)) => return Err(self.wrong_typed(&lists).await),
+            counts => counts?,
+        };
         Ok(DelayedStats {
             delayed,
             ready,
             corrupt,
         })
+    }
+
+    /// The error of a command that met a key of another type among `lists`: it names the
+    /// key and its type (redis-rs's pipeline error names neither).
+    async fn wrong_typed(&self, lists: &[&String]) -> Error {
+        for key in lists {
+            let found: Result<String> = redis::cmd("TYPE")
+                .arg(key)
+                .query_async(&mut self.commands())
+                .await
+                .map_err(Error::from);
+            match found {
+                Ok(t) if t != "list" && t != "none" => {
+                    return Error::WrongType(format!("key {key} holds a {t}, not a list"));
+                }
+                Ok(_) => {}
+                Err(e) => return e,
+            }
+        }
+        Error::WrongType("a key of the queue changed type during the call".into())
     }
 
     /// Moves every due entry to the destination now, without waiting for the transfer

@@ -252,6 +252,13 @@ async fn wrong_type_is_its_own_error_and_writes_nothing() {
         q.transfer_now().await.unwrap_err().kind(),
         ErrorKind::WrongType
     );
+    // stats names the key and what it holds (not redis-rs's "Pipeline failure").
+    let err = q.stats().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+    assert!(
+        err.to_string().contains("key taken holds a string, not a list"),
+        "{err}"
+    );
     server.cli(&["SET", "redisson_delay_queue:{other}", "x"]);
     let o = c
         .delayed_queue_with(
