@@ -187,6 +187,35 @@ pub fn shard_tag(name: &str, shard: u32, shards: u32) -> String {
     }
 }
 
+/// The reliable queue whose keys carry the hash tag `{dq:T}`, given `T`: the queue `N`
+/// when `T` is the tag of one of its shards (`N:s` or `N:s~k`, see [`shard_tag`]) for some
+/// number of shards, else `T` itself (the queue named `T`, or a sharded queue's own
+/// settings). For tools that find queues by their keys (`delayq serve`): a shard is not a
+/// queue of its own. (A queue named like a shard of another, `a:0`, shares that shard's
+/// keys anyway.)
+pub fn reliable_queue_of_tag(t: &str) -> &str {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let head = match t.rsplit_once('~') {
+        Some((head, k)) if digits(k) => head,
+        _ => t,
+    };
+    let Some((name, shard)) = head.rsplit_once(':') else {
+        return t;
+    };
+    let Some(shard) = shard.parse::<u32>().ok().filter(|_| digits(shard)) else {
+        return t;
+    };
+    let tag = format!("dq:{t}");
+    let is_shard = (1..=10)
+        .map(|p| 1u32 << p)
+        .any(|n| shard < n && shard_tag(name, shard, n) == tag);
+    if is_shard {
+        name
+    } else {
+        t
+    }
+}
+
 impl DelayedKeys {
     /// Checks that every key of the queue hashes to one cluster slot, as its scripts need.
     /// Redisson's naming splits names such as `a}b`, `{x`, `x{}y` or `a{b` over slots
@@ -345,6 +374,30 @@ mod tests {
         assert_eq!(id_shard_basis("x1-0123456789abcdef"), "x1-0123456789abcdef");
         assert_eq!(shard_for("anything", 1), 0);
         assert_eq!(shard_for("123456789", 8), 0xCBF4_3926 % 8);
+    }
+
+    #[test]
+    fn a_shard_tag_names_its_queue() {
+        for shards in [2, 4, 16, 1024] {
+            for shard in [0, shards / 2, shards - 1] {
+                let tag = shard_tag("orders:eu", shard, shards);
+                let t = tag.strip_prefix("dq:").unwrap();
+                assert_eq!(reliable_queue_of_tag(t), "orders:eu", "{tag}");
+            }
+        }
+        for t in [
+            "orders",
+            "a:b",
+            "a:1~",
+            "a:x~3",
+            "a:1~99999999",
+            "a:",
+            ":",
+            "~",
+            "a:01",
+        ] {
+            assert_eq!(reliable_queue_of_tag(t), t);
+        }
     }
 
     #[test]

@@ -256,7 +256,8 @@ async fn wrong_type_is_its_own_error_and_writes_nothing() {
     let err = q.stats().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
     assert!(
-        err.to_string().contains("key taken holds a string, not a list"),
+        err.to_string()
+            .contains("key taken holds a string, not a list"),
         "{err}"
     );
     server.cli(&["SET", "redisson_delay_queue:{other}", "x"]);

@@ -816,3 +816,35 @@ async fn nothing_is_lost_across_a_redis_restart() {
         "every delivered message acked in the end: {stats:?}"
     );
 }
+
+/// `Delivery::while_leased` keeps the lease of work that outlasts the visibility timeout
+/// (three timeouts here): no other receive gets the message meanwhile, and the ack after
+/// it finds its lease. The same work outside `while_leased` loses its lease.
+#[tokio::test(flavor = "multi_thread")]
+async fn work_done_while_leased_keeps_its_lease() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("kept", opts(400, 5)).unwrap();
+    for kept in [true, false] {
+        q.offer("slow", Duration::ZERO, None).await.unwrap();
+        let d = q
+            .receive(Some(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .unwrap();
+        let other = q.clone();
+        // The work: waits for the message for three visibility timeouts.
+        let work = async move { other.receive(Some(Duration::from_millis(1200))).await };
+        let stolen = match kept {
+            true => d.while_leased(work).await,
+            false => work.await,
+        }
+        .unwrap();
+        assert_eq!(stolen.is_none(), kept, "kept {kept}: {stolen:?}");
+        assert_eq!(d.ack().await.unwrap(), kept, "kept {kept}");
+        if let Some(s) = stolen {
+            s.ack().await.unwrap();
+        }
+    }
+    assert_eq!(q.stats().await.unwrap(), ReliableStats::default());
+}

@@ -449,25 +449,27 @@ async fn offer(
         (None, Some(_)) => Some(format!("wh-{:032x}", delayq::random::random::<u128>())),
         (None, None) => None,
     };
+    // The record is written before the offer only where none is, and taken back when the
+    // offer fails, so that a refused offer leaves nothing behind; an id that had one (a
+    // de-duplicated offer, or a dead letter's id) gets this URL once the offer succeeded.
+    let mut wrote = false;
     if let (Some(url), Some(id)) = (&callback, &id) {
-        let record = WebhookRecord {
-            url: url.clone(),
-            attempts: 0,
-            last_status: None,
-            last_error: None,
-        };
-        state
-            .client
-            .query::<i64>(
-                redis::cmd("HSET")
-                    .arg(webhook::record_key(&name))
-                    .arg(id)
-                    .arg(serde_json::to_string(&record).expect("record to JSON")),
-            )
-            .await?;
-        state.webhooks.register(&state, &name).await?;
+        wrote = state.webhooks.record(&state, &name, id, url, false).await?;
     }
-    let outcome = q.offer_with_outcome(payload, delay, id.as_deref()).await?;
+    let outcome = q.offer_with_outcome(payload, delay, id.as_deref()).await;
+    if let (Some(url), Some(id)) = (&callback, &id) {
+        match &outcome {
+            Ok(_) => {
+                if !wrote {
+                    state.webhooks.record(&state, &name, id, url, true).await?;
+                }
+                state.webhooks.register(&state, &name).await?;
+            }
+            Err(_) if wrote => state.webhooks.forget(&state, &name, id).await,
+            Err(_) => {}
+        }
+    }
+    let outcome = outcome?;
     state.saw(true, &name);
     let status = if outcome.created {
         StatusCode::CREATED

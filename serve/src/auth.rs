@@ -26,8 +26,32 @@ fn bearer(value: &str) -> Option<&str> {
         .then(|| token.trim_start_matches([' ', '\t']))
 }
 
-/// Allows a mutating request, or says why not (401, or 403 when the service is read-only).
+/// Whether a browser sent this request from a page of another site: its `Origin` names
+/// another host than `Host` (a page elsewhere posting a "simple" request, which needs no
+/// preflight: cross-site request forgery). Clients that are not browsers send no `Origin`;
+/// the dashboard's requests come from its own origin.
+fn cross_site(headers: &HeaderMap) -> bool {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    let Some(origin) = header(axum::http::header::ORIGIN) else {
+        return false;
+    };
+    let host = header(axum::http::header::HOST).unwrap_or("");
+    let from = origin.split_once("://").map_or("", |(_, host)| host);
+    from.is_empty() || !from.eq_ignore_ascii_case(host)
+}
+
+/// Allows a mutating request, or says why not (403 from another site's page, 401, or 403
+/// when the service is read-only).
 pub(crate) fn check(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    if cross_site(headers) {
+        return Err(ApiError {
+            status: StatusCode::FORBIDDEN,
+            kind: "cross_site",
+            message:
+                "a page of another site may not change queues (its Origin is not this service's)"
+                    .into(),
+        });
+    }
     let Some(token) = &state.config.token else {
         if state.config.allow_unauthenticated {
             return Ok(());
@@ -79,4 +103,23 @@ fn tokens_compare_whole() {
     assert!(!same(b"abc", b"abd"));
     assert!(!same(b"abc", b"abcd"));
     assert!(!same(b"", b"a"));
+}
+
+#[cfg(test)]
+#[test]
+fn a_page_of_another_site_is_cross_site() {
+    let with = |origin: Option<&str>, host: &str| {
+        let mut h = HeaderMap::new();
+        h.insert(axum::http::header::HOST, host.parse().unwrap());
+        if let Some(o) = origin {
+            h.insert(axum::http::header::ORIGIN, o.parse().unwrap());
+        }
+        cross_site(&h)
+    };
+    assert!(!with(None, "127.0.0.1:8080"), "curl sends no Origin");
+    assert!(!with(Some("http://127.0.0.1:8080"), "127.0.0.1:8080"));
+    assert!(!with(Some("https://Queue.Example"), "queue.example"));
+    assert!(with(Some("http://evil.example"), "127.0.0.1:8080"));
+    assert!(with(Some("http://127.0.0.1:9999"), "127.0.0.1:8080"));
+    assert!(with(Some("null"), "127.0.0.1:8080"), "a sandboxed page");
 }

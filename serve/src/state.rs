@@ -200,9 +200,10 @@ impl AppState {
                 .await?;
             for key in keys {
                 if let Some(rest) = key.strip_prefix("{dq:") {
-                    for suffix in ["}:ready", "}:meta", "}:dead", "}:webhook"] {
-                        if let Some(name) = rest.strip_suffix(suffix) {
-                            reliable.insert(name.to_owned());
+                    for suffix in ["}:ready", "}:meta", "}:dead", "}:settings", "}:webhook"] {
+                        if let Some(tag) = rest.strip_suffix(suffix) {
+                            // A shard's keys are its queue's.
+                            reliable.insert(delayq::keys::reliable_queue_of_tag(tag).to_owned());
                         }
                     }
                 } else if let Some(rest) = key.strip_prefix("redisson_delay_queue_timeout:") {

@@ -110,17 +110,50 @@ impl Webhooks {
         }
     }
 
-    /// Registers `name` as a webhook queue and starts its workers here.
+    /// Writes the record of message `id` of queue `name` (to be POSTed to `url`): over
+    /// one already there only when `overwrite`. Returns whether it wrote.
+    pub(crate) async fn record(
+        &self,
+        state: &AppState,
+        name: &str,
+        id: &str,
+        url: &str,
+        overwrite: bool,
+    ) -> delayq::Result<bool> {
+        let record = WebhookRecord {
+            url: url.to_owned(),
+            attempts: 0,
+            last_status: None,
+            last_error: None,
+        };
+        let json = serde_json::to_string(&record).expect("record to JSON");
+        let set = if overwrite { "HSET" } else { "HSETNX" };
+        let cmd = redis::cmd(set)
+            .arg(record_key(name))
+            .arg(id)
+            .arg(json)
+            .clone();
+        Ok(state.client.query::<i64>(&cmd).await? == 1 || overwrite)
+    }
+
+    /// Deletes the record of message `id` (best effort: a record left behind is only
+    /// shown, never POSTed, unless a message with that id is offered).
+    pub(crate) async fn forget(&self, state: &AppState, name: &str, id: &str) {
+        let cmd = redis::cmd("HDEL").arg(record_key(name)).arg(id).clone();
+        if let Err(e) = state.client.query::<i64>(&cmd).await {
+            tracing::warn!(queue = %name, error = %e, "could not delete a webhook record");
+        }
+    }
+
+    /// Registers `name` as a webhook queue (again, in case Redis lost the registry) and
+    /// starts its workers here.
     pub(crate) async fn register(&self, state: &Arc<AppState>, name: &str) -> delayq::Result<()> {
-        let known = self.running.lock().unwrap().contains_key(name);
-        if !known {
-            state
-                .client
-                .query::<i64>(redis::cmd("SADD").arg(REGISTRY_KEY).arg(name))
-                .await?;
-            if state.config.webhooks {
-                self.ensure_running(state, name);
-            }
+        state
+            .client
+            .query::<i64>(redis::cmd("SADD").arg(REGISTRY_KEY).arg(name))
+            .await?;
+        if state.config.webhooks {
+            self.ensure_running(state, name);
         }
         Ok(())
     }
@@ -238,8 +271,9 @@ async fn deliver(
             return;
         }
     };
-    let Some(mut record) = record.and_then(|r| serde_json::from_str::<WebhookRecord>(&r).ok())
-    else {
+    // (A record without a URL only tells why an earlier attempt failed.)
+    let record = record.and_then(|r| serde_json::from_str::<WebhookRecord>(&r).ok());
+    let Some(mut record) = record.filter(|r| !r.url.is_empty()) else {
         let record = WebhookRecord {
             url: String::new(),
             attempts: d.attempt,
@@ -265,13 +299,14 @@ async fn deliver(
         request = request.header(SIGNATURE_HEADER, format!("v1={signature}"));
     }
     record.attempts = d.attempt;
-    match request.body(d.payload.clone()).send().await {
+    // The lease is kept while the endpoint takes its time (up to the webhook timeout).
+    let sent = d.while_leased(request.body(d.payload.clone()).send()).await;
+    match sent {
         Ok(response) if response.status().is_success() => match d.ack().await {
-            Ok(_) => {
-                let _ = state
-                    .client
-                    .query::<i64>(redis::cmd("HDEL").arg(&key).arg(&d.id))
-                    .await;
+            Ok(true) => state.webhooks.forget(state, queue.name(), &d.id).await,
+            Ok(false) => {
+                // Its record stays for the delivery that now holds the message.
+                tracing::warn!(queue = %queue.name(), id = %d.id, "webhook answered after the lease was lost; the message is delivered again");
             }
             Err(e) => {
                 tracing::warn!(queue = %queue.name(), id = %d.id, error = %e, "webhook answered but the ack failed; it may be delivered again")

@@ -1101,3 +1101,81 @@ async fn the_bearer_scheme_is_case_insensitive_and_a_401_names_it() {
     }
     env.stop().await;
 }
+
+/// A sharded queue found by the service's key scan is one queue, listed by its name with
+/// the shards added up; its shards are not taken for queues of their own (whose handles
+/// would write settings of "sub-shards" into Redis).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sharded_queue_found_in_redis_is_one_queue() {
+    let redis = support::RedisServer::start();
+    let producer = delayq::Client::connect(&redis.url()).await.unwrap();
+    let opts = delayq::ReliableQueueOptions {
+        shards: Some(4),
+        scheduler: delayq::SchedulerOptions {
+            enabled: false,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let q = producer.reliable_queue("sh", opts).unwrap();
+    for i in 0..8 {
+        q.offer(format!("m{i}"), Duration::from_secs(600), None)
+            .await
+            .unwrap();
+    }
+    producer.close();
+    let env = Env::start_on(redis, config()).await;
+    let listed = until(Duration::from_secs(20), || async {
+        let (_, all) = env.call("GET", "/v1/queues", None).await;
+        let list = all["reliable"].as_array().cloned().unwrap_or_default();
+        (!list.is_empty()).then_some(list)
+    })
+    .await;
+    let names: Vec<&str> = listed.iter().filter_map(|q| q["name"].as_str()).collect();
+    assert_eq!(names, ["sh"], "{listed:?}");
+    assert_eq!(listed[0]["counts"]["delayed"], 8, "{listed:?}");
+    // Every key is the queue's own or one of its 4 shards'.
+    let tags: Vec<String> = (0..4)
+        .map(|s| delayq::keys::shard_tag("sh", s, 4))
+        .chain(["dq:sh".to_owned()])
+        .collect();
+    for key in env.keys() {
+        let tag = delayq::keys::hash_tag(&key);
+        assert!(tags.iter().any(|t| t == tag), "stray key {key}");
+    }
+    env.stop().await;
+}
+
+/// A browser page of another site cannot change queues (cross-site request forgery), even
+/// when the service takes changes without a token: a mutating request whose `Origin` is
+/// not the service's is refused and writes nothing; the service's own pages and clients
+/// that send no `Origin` are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_another_site_cannot_change_queues() {
+    let env = Env::start(delayq_serve::Config {
+        token: None,
+        allow_unauthenticated: true,
+        ..config()
+    })
+    .await;
+    let url = format!("{}/v1/queues/csrf/messages", env.base);
+    let post = |origin: Option<String>| {
+        let mut r = env
+            .http
+            .post(&url)
+            .header("content-type", "text/plain")
+            .body(r#"{"payload":"x","delay_ms":60000}"#);
+        if let Some(o) = origin {
+            r = r.header("origin", o);
+        }
+        r.send()
+    };
+    let refused = post(Some("http://evil.example".into())).await.unwrap();
+    assert_eq!(refused.status(), 403);
+    let body: Value = serde_json::from_str(&refused.text().await.unwrap()).unwrap();
+    assert_eq!(body["error"]["kind"], "cross_site", "{body}");
+    assert!(env.keys().is_empty(), "nothing written: {:?}", env.keys());
+    assert_eq!(post(Some(env.base.clone())).await.unwrap().status(), 201);
+    assert_eq!(post(None).await.unwrap().status(), 201);
+    env.stop().await;
+}

@@ -37,7 +37,8 @@ struct Hook {
     flaky: Arc<AtomicU32>,
 }
 
-/// `/ok` answers 204, `/fail` 500, `/flaky` 503 twice then 200, `/hang` never.
+/// `/ok` answers 204, `/fail` 500, `/flaky` 503 twice then 200, `/slow` 200 after 1.5 s,
+/// `/hang` never.
 async fn endpoint() -> Endpoint {
     async fn handle(
         State(hook): State<Hook>,
@@ -56,6 +57,10 @@ async fn endpoint() -> Endpoint {
             "flaky" if hook.flaky.fetch_add(1, Ordering::SeqCst) >= 2 => StatusCode::OK,
             "flaky" => StatusCode::SERVICE_UNAVAILABLE,
             "hang" => std::future::pending().await,
+            "slow" => {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                StatusCode::OK
+            }
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -387,4 +392,71 @@ async fn the_server_says_whether_webhooks_are_signed() {
     assert_eq!(info["webhook_signing"], false, "{info}");
     assert_eq!(info["webhooks"], true, "{info}");
     unsigned.stop().await;
+}
+
+/// An endpoint slower than the queue's visibility timeout (1.5 s against 0.5 s): the lease
+/// is kept while it answers, so the message is POSTed once, acked, and its record goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_slower_than_the_lease_gets_the_message_once() {
+    let env = Env::start(delayq_serve::Config {
+        webhook_timeout: Duration::from_secs(5),
+        ..hook_config()
+    })
+    .await;
+    let opts = delayq::ReliableQueueOptions {
+        visibility_timeout: Some(Duration::from_millis(500)),
+        max_attempts: Some(3),
+        ..Default::default()
+    };
+    env.configure_with("slow", opts).await;
+    let mut hook = endpoint().await;
+    let (s, _) = env
+        .call(
+            "POST",
+            "/v1/queues/slow/messages",
+            Some(json!({"payload": "p", "callback_url": format!("{}/slow", hook.url)})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    assert_eq!(next(&mut hook.rx).await.path, "slow");
+    until(Duration::from_secs(15), || async {
+        let (_, q) = env.call("GET", "/v1/queues/slow", None).await;
+        (q["totals"]["acked"] == 1).then_some(())
+    })
+    .await;
+    let (_, info) = env.call("GET", "/v1/queues/slow", None).await;
+    assert_eq!(
+        info["counts"],
+        json!({"delayed": 0, "ready": 0, "in_flight": 0, "dead": 0}),
+        "{info}"
+    );
+    assert!(hook.rx.try_recv().is_err(), "POSTed once");
+    assert_eq!(env.redis.cli(&["HLEN", "{dq:slow}:webhook"]), "0");
+    env.stop().await;
+}
+
+/// An offer with a callback URL that fails (a key of the queue holds another type) leaves
+/// no record and registers no queue (whose workers would fail on that key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_offer_leaves_no_webhook_record() {
+    let env = Env::start(hook_config()).await;
+    env.redis.cli(&["SET", "{dq:wt}:ready", "a string"]);
+    let before = env.keys();
+    let hook = endpoint().await;
+    for id in [json!("a"), json!(null)] {
+        let (s, e) = env
+            .call(
+                "POST",
+                "/v1/queues/wt/messages",
+                Some(json!({"payload": "x", "id": id, "callback_url": format!("{}/ok", hook.url)})),
+            )
+            .await;
+        assert_eq!(
+            (s, e["error"]["kind"].as_str()),
+            (409, Some("wrong_type")),
+            "{e}"
+        );
+        assert_eq!(env.keys(), before, "nothing written");
+    }
+    env.stop().await;
 }

@@ -418,9 +418,7 @@ async fn worker<F, Fut, E>(
     }
 }
 
-/// Runs a handler on `delivery`; once it has run for a third of the visibility timeout,
-/// a task of its own extends the lease every third of the timeout until the handler ends
-/// or the lease is found lost. (Most handlers end sooner: they cost one timer, no task.)
+/// Runs a handler on `delivery` with its lease kept ([`lease_kept`]), a panic caught.
 async fn run_leased<Fut, E>(
     queue: &ReliableQueue,
     delivery: &Delivery,
@@ -430,15 +428,46 @@ async fn run_leased<Fut, E>(
 where
     Fut: Future<Output = std::result::Result<(), E>>,
 {
+    let run = std::panic::AssertUnwindSafe(handler).catch_unwind();
+    lease_kept(queue, delivery, run, visibility).await
+}
+
+/// Runs `work`; once it has run for a third of the visibility timeout, a task of its own
+/// extends the lease of `delivery` every third of the timeout until `work` ends or the
+/// lease is found lost. (Most work ends sooner: it costs one timer, no task.)
+async fn lease_kept<T>(
+    queue: &ReliableQueue,
+    delivery: &Delivery,
+    work: impl Future<Output = T>,
+    visibility: Duration,
+) -> T {
     let every = (visibility / 3).max(Duration::from_millis(10));
-    let mut run = std::pin::pin!(std::panic::AssertUnwindSafe(handler).catch_unwind());
+    let mut work = std::pin::pin!(work);
     tokio::select! {
         biased;
-        outcome = &mut run => return outcome,
+        outcome = &mut work => return outcome,
         _ = tokio::time::sleep(every) => {}
     }
     let _extender = AbortOnDrop(keep_leased(queue, delivery, visibility, every));
-    run.await
+    work.await
+}
+
+impl Delivery {
+    /// Runs `work` (what is done with this delivery) while keeping its lease, as `consume`
+    /// keeps a running handler's: past a third of the queue's visibility timeout, the
+    /// lease is extended every third of it until `work` ends or the lease is found lost
+    /// (logged). For a caller that handles deliveries without `consume` (the service's
+    /// webhooks) and may take longer than the visibility timeout. When the queue's
+    /// settings cannot be read, `work` runs without.
+    pub async fn while_leased<T>(&self, work: impl Future<Output = T>) -> T {
+        match self.queue.ensure_settings().await {
+            Ok(s) => {
+                let visibility = s.visibility_timeout;
+                lease_kept(&self.queue, self, work, visibility).await
+            }
+            Err(_) => work.await,
+        }
+    }
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

@@ -146,22 +146,25 @@ impl Env {
     /// Stores settings for queue `name` with a core handle (as an operator would with
     /// `delayq reliable configure`).
     pub async fn configure(&self, name: &str, max_attempts: u32, backoff: Vec<Duration>) {
-        let q = self
-            .client
-            .reliable_queue(
-                name,
-                delayq::ReliableQueueOptions {
-                    max_attempts: Some(max_attempts),
-                    backoff: Some(delayq::Backoff::Schedule(backoff)),
-                    update_settings: true,
-                    scheduler: delayq::SchedulerOptions {
-                        enabled: false,
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+        let opts = delayq::ReliableQueueOptions {
+            max_attempts: Some(max_attempts),
+            backoff: Some(delayq::Backoff::Schedule(backoff)),
+            ..Default::default()
+        };
+        self.configure_with(name, opts).await;
+    }
+
+    /// Stores the settings `opts` names for queue `name`.
+    pub async fn configure_with(&self, name: &str, opts: delayq::ReliableQueueOptions) {
+        let opts = delayq::ReliableQueueOptions {
+            update_settings: true,
+            scheduler: delayq::SchedulerOptions {
+                enabled: false,
+                ..Default::default()
+            },
+            ..opts
+        };
+        let q = self.client.reliable_queue(name, opts).unwrap();
         q.settings().await.unwrap();
         q.close();
     }
