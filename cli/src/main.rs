@@ -130,8 +130,8 @@ struct ServeArgs {
     /// the service is read-only).
     #[arg(long)]
     allow_unauthenticated: bool,
-    /// How long a webhook endpoint may take to answer, in ms.
-    #[arg(long, default_value_t = 10_000)]
+    /// How long a webhook endpoint may take to answer, in ms (at least 1).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     webhook_timeout_ms: u64,
     /// Webhook requests in flight per queue.
     #[arg(long, default_value_t = 8)]
@@ -351,7 +351,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
                 token: secret_from_env("DELAYQ_TOKEN"),
                 allow_unauthenticated: args.allow_unauthenticated,
                 webhook_secret: secret_from_env("DELAYQ_WEBHOOK_SECRET"),
-                webhook_timeout: Duration::from_millis(args.webhook_timeout_ms.max(1)),
+                webhook_timeout: Duration::from_millis(args.webhook_timeout_ms),
                 webhook_concurrency: args.webhook_concurrency,
                 webhooks: !args.no_webhooks,
                 queues: args.queues,

@@ -224,6 +224,15 @@ fn exit_codes_say_usage_or_error() {
         delayq(&server, &["offer", "", "5", "x"]).status.code(),
         Some(2)
     );
+    // A webhook timeout of 0 would fail every attempt at once.
+    let serve = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--webhook-timeout-ms",
+        "0",
+    ];
+    assert_eq!(delayq(&server, &serve).status.code(), Some(2));
     let free = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
