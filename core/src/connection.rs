@@ -200,6 +200,8 @@ pub fn redact_url(url: &str) -> String {
 /// [`redact_url`] letting the values of only the query parameters in `keep` through (none,
 /// for a URL of another kind: a webhook's callback URL often carries a token there).
 pub fn redact_url_keeping(url: &str, keep: &[&str]) -> String {
+    let masked = mask_user_info(url);
+    let url = masked.as_str();
     // A Sentinel URL may list several hosts, which `url` cannot parse as one authority:
     // redact the user-info by hand and let the rest through the same rules.
     if let Some(rest) = url.strip_prefix("redis+sentinel://") {
@@ -239,6 +241,29 @@ pub fn redact_url_keeping(url: &str, keep: &[&str]) -> String {
             u.to_string()
         }
         Err(_) => "<unparsable url>".to_owned(),
+    }
+}
+
+/// `url` with everything before the last `@` ahead of its query or fragment masked: a
+/// password with an unencoded `/` (`redis://u:Sec/ret@h/0`, common in generated base64
+/// passwords) ends the authority where a parser looks for it, and its remainder would be
+/// shown as a path.
+fn mask_user_info(url: &str) -> String {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let end = url[start..]
+        .find(['?', '#'])
+        .map_or(url.len(), |i| start + i);
+    match url[start..end].rfind('@') {
+        Some(at) => {
+            let mask = match url[start..start + at].contains(':') {
+                true => "***:***@",
+                false => "***@",
+            };
+            format!("{}{mask}{}", &url[..start], &url[start + at + 1..])
+        }
+        None => url.to_owned(),
     }
 }
 
@@ -1099,6 +1124,13 @@ mod tests {
             ("redis+sentinel://u9:pw9@h1:26379,h2:26380/mymaster/2", "u9"),
             ("redis+sentinel://:pw10@h1:1/m?token=t10", "t10"),
             ("redis://h:1/#frag11", "frag11"),
+            // A '/' in the password, not percent-encoded: the URL's authority ends there.
+            ("redis://user:9999/Secret8@h:1/0", "Secret8"),
+            ("redis://user:Sec/ret12@h:1/0", "ret12"),
+            ("redis://user:Sec/ret12@h:1/0", "Sec"),
+            ("redis+sentinel://user:Sec/ret7@h:1/master", "ret7"),
+            ("redis+sentinel://user:Sec/ret7@h:1/master", "Sec"),
+            ("rediss://:a/b/c13@h:1", "c13"),
         ] {
             let r = redact_url(url);
             assert!(!r.contains(secret), "{url} -> {r}");
