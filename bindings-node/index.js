@@ -611,7 +611,9 @@ const connect = (url, options) => Client.connect(url, options);
  * Hands core's log records ({ level, target, message }) at `level` ('error', 'warn' (the
  * default), 'info', 'debug', 'trace') or more severe to `hook`, on the JavaScript thread;
  * `setLogger(null)` stops. The hook never keeps the process alive. `DEBUG=delayq` or
- * `DELAYQ_LOG=<level>` in the environment prints them to stderr from the start.
+ * `DELAYQ_LOG=<level>` in the environment prints them to stderr from the start; without
+ * either, records at 'warn' and 'error' are process warnings (`DelayqWarning`) until
+ * `setLogger` is called.
  */
 function setLogger(hook, options) {
   if (hook !== null && typeof hook !== 'function') throw invalid('the logger must be a function or null');
@@ -624,6 +626,11 @@ function setLogger(hook, options) {
 const envLevel = process.env.DELAYQ_LOG || (/(^|[\s,])delayq(:\*|\*)?($|[\s,])|^\*$/.test(process.env.DEBUG || '') ? 'debug' : '');
 if (envLevel) {
   setLogger((r) => process.stderr.write(`delayq ${r.level.toUpperCase()} ${r.target}: ${r.message}\n`), { level: envLevel });
+} else {
+  // With no setup, what goes wrong (warn, error) is a process warning, as Python's
+  // `logging` prints it with none: a failing transfer task is never silent.
+  const code = (level) => `DELAYQ_${level.toUpperCase()}`;
+  setLogger((r) => process.emitWarning(`${r.target}: ${r.message}`, { type: 'DelayqWarning', code: code(r.level) }));
 }
 
 // At exit, waits still pending give back what they took (core's hand-over), so that a

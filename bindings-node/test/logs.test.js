@@ -42,7 +42,9 @@ test('setLogger refuses what is not a function, and a level it does not know', (
   delayq.setLogger(null);
 });
 
-test('DEBUG=delayq prints core logs to stderr', async () => {
+// Runs a program whose queue's transfer task fails (its timeout set is a string) with
+// `env`; returns the first stderr line telling so, once the program exited with 0.
+async function transferFailureLine(env) {
   const name = queueName();
   redis.cli('SET', `redisson_delay_queue_timeout:{${name}}`, 'a string');
   const program = `
@@ -51,7 +53,7 @@ test('DEBUG=delayq prints core logs to stderr', async () => {
       c.delayedQueue(${JSON.stringify(name)});
       process.stdin.on('end', () => c.close()).resume();
     });`;
-  const child = spawn(process.execPath, ['-e', program], { env: { ...process.env, DEBUG: 'delayq' } });
+  const child = spawn(process.execPath, ['-e', program], { env });
   let stderr = '';
   const line = await new Promise((resolve, reject) => {
     child.stderr.on('data', (b) => {
@@ -61,8 +63,20 @@ test('DEBUG=delayq prints core logs to stderr', async () => {
     });
     child.on('close', (code) => reject(new Error(`exited with ${code} before logging: ${stderr}`)));
   });
-  assert.match(line, /^delayq WARN delayq/);
   child.stdin.end();
   const code = await new Promise((resolve) => child.on('close', resolve));
   assert.equal(code, 0);
+  return line;
+}
+
+test('DEBUG=delayq prints core logs to stderr', { timeout: 30000 }, async () => {
+  const line = await transferFailureLine({ ...process.env, DEBUG: 'delayq' });
+  assert.match(line, /^delayq WARN delayq/);
+});
+
+test('with no setup, a failing transfer task is a process warning', { timeout: 30000 }, async () => {
+  const env = { ...process.env };
+  delete env.DEBUG;
+  delete env.DELAYQ_LOG;
+  assert.match(await transferFailureLine(env), /DelayqWarning/);
 });
