@@ -185,8 +185,9 @@ async fn a_handler_that_settles_its_delivery_itself_is_not_settled_again() {
     assert_eq!(calls.load(Ordering::SeqCst), 3);
 }
 
-/// A server that accepts connections and never answers: connecting fails with a
-/// `timeout` error that says what timed out, not redis-rs's bare "timed out".
+/// A server that accepts connections and never answers (or answers a TLS handshake in
+/// plain text): connecting fails with a `timeout` error that says what timed out, not
+/// redis-rs's bare "timed out".
 #[tokio::test(flavor = "multi_thread")]
 async fn a_connect_that_times_out_says_so() {
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -203,4 +204,17 @@ async fn a_connect_that_times_out_says_so() {
         "{err}"
     );
     drop(silent);
+    // TLS to a server that speaks plain text: the handshake never ends.
+    let server = RedisServer::start();
+    let mut opts = ClientOptions::new(server.url().replacen("redis://", "rediss://", 1));
+    opts.connect_timeout = Duration::from_millis(300);
+    let Err(err) = Client::connect_with(opts).await else {
+        panic!("a TLS connect to a plain-text server succeeded")
+    };
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert!(
+        err.to_string()
+            .contains("no answer from Redis within 300ms to connect"),
+        "{err}"
+    );
 }
