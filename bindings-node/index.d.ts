@@ -100,7 +100,11 @@ export interface ReliableStats {
   dead: number
 }
 
-/** A value: bytes, or a string (UTF-8). Values come out as Buffers. */
+/**
+ * A value: bytes, or a string (sent as UTF-8). Values come out as Buffers. A string (a value,
+ * an id, a shard key, a queue name) holding a lone surrogate, which UTF-8 cannot encode, is
+ * an invalid argument rather than sent as U+FFFD.
+ */
 export type Value = Buffer | Uint8Array | string
 /**
  * A delay, timeout or duration in milliseconds (a number or a bigint, everywhere). A
@@ -325,7 +329,7 @@ export type ReliableOffer =
   | [Value, Millis?, (string | null)?, (string | null)?]
   | { payload: Value; delayMs?: Millis; id?: string; shardKey?: string }
 
-/** Options of a reliable `offer`: a caller's id, and a shard key (1 to 255 bytes). */
+/** Options of a reliable `offer`: a caller's id, and a shard key (1 to 256 bytes, as an id). */
 export interface OfferOptions {
   id?: string
   shardKey?: string

@@ -29,10 +29,20 @@ function invalid(message) {
   return err;
 }
 
+// A string goes to core as UTF-8, which cannot hold a lone surrogate: refused, as Python
+// and the JVM refuse it, rather than sent as U+FFFD (an id would come back another id).
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const wellFormed = (s) => (typeof s.isWellFormed === 'function' ? s.isWellFormed() : !LONE_SURROGATE.test(s)); // Node 18
+
+function utf8(s, what) {
+  if (!wellFormed(s)) throw invalid(`${what} must be well-formed UTF-16: it holds a lone surrogate, which UTF-8 cannot encode`);
+  return s;
+}
+
 function toBuffer(value, what = 'value') {
   if (Buffer.isBuffer(value)) return value;
   if (value instanceof Uint8Array) return Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-  if (typeof value === 'string') return Buffer.from(value, 'utf8');
+  if (typeof value === 'string') return Buffer.from(utf8(value, `a string ${what}`), 'utf8');
   throw invalid(`${what} must be a Buffer, Uint8Array or string, not ${value === null ? 'null' : typeof value}`);
 }
 
@@ -54,7 +64,7 @@ function typeName(v) {
 
 function toId(id) {
   if (typeof id !== 'string') throw invalid(`a message id must be a string, not ${typeName(id)}`);
-  return id;
+  return utf8(id, 'a message id');
 }
 
 /** An optional id: undefined when absent (undefined or null). */
@@ -190,7 +200,7 @@ function metricsFromJson(json) {
 function toOptionalShardKey(key) {
   if (key === undefined || key === null) return undefined;
   if (typeof key !== 'string') throw invalid(`a shard key must be a string, not ${typeName(key)}`);
-  return key;
+  return utf8(key, 'a shard key');
 }
 
 /** The third argument of offer: an id, or `{ id?, shardKey? }`. */
@@ -211,7 +221,7 @@ function toCount(n, what) {
 
 function toName(name) {
   if (typeof name !== 'string') throw invalid(`a queue name must be a string, not ${typeof name}`);
-  return name;
+  return utf8(name, 'a queue name');
 }
 
 /** Runs a native call; what it throws (a bad argument) becomes a rejection. */

@@ -79,6 +79,29 @@ test('close with a bad deadline rejects and leaves the handle open', async () =>
   q.close();
 });
 
+test('a string with a lone surrogate is refused, not sent as U+FFFD', async () => {
+  const dName = queueName();
+  const rName = queueName();
+  const dq = client.delayedQueue(dName, { scheduler: false });
+  const rq = client.reliableQueue(rName, { scheduler: false });
+  const lone = 'a\uD800b';
+  const refused = (e) => e.code === INVALID.code && /lone surrogate/.test(e.message);
+  await assert.rejects(dq.offer(lone, 0), refused);
+  await assert.rejects(dq.contains(lone), refused);
+  await assert.rejects(rq.offer(lone, 0), refused);
+  await assert.rejects(rq.offer('p', 0, lone), refused);
+  await assert.rejects(rq.offer('p', 0, { shardKey: '\uDC00' }), refused);
+  await assert.rejects(rq.cancel(lone), refused);
+  await assert.rejects(rq.requeueDead([lone]), refused);
+  assert.throws(() => client.reliableQueue(lone), refused);
+  nothingWritten(dName);
+  nothingWritten(rName);
+  // A pair is one character: offered as its UTF-8, the id comes back as it went in.
+  assert.equal(await rq.offer('p', 0, 'id-\u{1F600}'), 'id-\u{1F600}');
+  dq.close();
+  rq.close();
+});
+
 test('offerAll of something not a list rejects on both queue kinds and writes nothing', async () => {
   const dName = queueName();
   const rName = queueName();

@@ -187,5 +187,16 @@ internal object Bridge : Completions {
         return minOf(-1L, ms)
     }
 
-    fun utf8(s: String): ByteArray = s.toByteArray(Charsets.UTF_8)
+    /** [s] in UTF-8; a lone surrogate (which UTF-8 cannot hold) is an invalid argument, not a `?`. */
+    fun utf8(s: String): ByteArray =
+        try {
+            val bytes = Charsets.UTF_8.newEncoder().encode(java.nio.CharBuffer.wrap(s))
+            ByteArray(bytes.remaining()).also { bytes.get(it) }
+        } catch (e: java.nio.charset.CharacterCodingException) {
+            throw notUtf8(e)
+        }
+
+    /** A string argument that UTF-8 cannot hold (a lone surrogate). */
+    fun notUtf8(e: java.nio.charset.CharacterCodingException) =
+        InvalidArgumentException("invalid argument: a string must be valid UTF-16 to be sent as UTF-8 (it holds a lone surrogate)", e)
 }

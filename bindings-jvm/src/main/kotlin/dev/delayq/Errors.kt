@@ -85,4 +85,7 @@ internal inline fun <T> native(block: () -> T): T =
         throw e.toPublic()
     } catch (e: InternalException) {
         throw e.toPublic()
+    } catch (e: java.nio.charset.CharacterCodingException) {
+        // UniFFI's lowering of a String id, name or key that UTF-8 cannot hold.
+        throw Bridge.notUtf8(e)
     }

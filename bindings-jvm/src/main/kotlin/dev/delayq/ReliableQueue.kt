@@ -282,7 +282,7 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     /**
      * Offers [payload], due after [delay]; returns its id: [id] when given, else a generated
      * one. A message with that id still waiting or in flight is not offered twice: the call
-     * returns the id and leaves that message as it is. With [shardKey] (1 to 255 bytes), the
+     * returns the id and leaves that message as it is. With [shardKey] (1 to 256 bytes), the
      * message goes to the shard of the key instead of the shard of its id, so that messages
      * with one key stay in one shard (a queue of several shards; `docs/cluster.md`).
      */
@@ -458,6 +458,9 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
      */
     fun closeGracefully(deadline: Duration) = native { ffi.closeGracefullyBlocking(Bridge.timeout(deadline)) }
 
+    /** [closeGracefully]: `close(deadline)`, the name the other languages give the graceful close. */
+    fun close(deadline: Duration) = closeGracefully(deadline)
+
     /** [closeGracefully] without blocking, completing with null once closed; cancelling the future closes the handle at once. */
     fun closeGracefullyAsync(deadline: Duration): CompletableFuture<Void?> = Bridge.done { coroutines.closeGracefully(deadline) }
 
@@ -500,6 +503,9 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
         /** [ReliableQueue.closeGracefully]; cancelling the coroutine closes the handle at once. */
         suspend fun closeGracefully(deadline: Duration): Unit = native { ffi.closeGracefully(Bridge.timeout(deadline)) }
+
+        /** [closeGracefully], by the name the other languages give it. */
+        suspend fun close(deadline: Duration): Unit = closeGracefully(deadline)
 
         suspend fun stats(): ReliableStats = native { stats(ffi.stats()) }
 

@@ -144,6 +144,7 @@ class DelayedQueueTest {
                     assertThrows<InvalidArgumentException> { runBlocking { q.offer("x", Duration.ofSeconds(-1)) } }
                 }
             }
+            Unit // (JUnit runs only test methods that return nothing)
         }
 
     @Test

@@ -37,6 +37,34 @@ class ErrorsTest {
                 assertNothingStored(redis, name)
             }
             assertThrows<InvalidArgumentException> { client.delayedQueue("") }
+            Unit // (JUnit runs only test methods that return nothing)
+        }
+
+    @Test
+    fun `a string that UTF-8 cannot hold is an invalid argument`(redis: RedisServer) =
+        Client.connect(redis.url).use { client ->
+            val name = RedisServer.uniqueName()
+            val lone = "a\uD800b"
+            client.reliableQueue(name).use { q ->
+                for (call in listOf<() -> Any?>(
+                    { q.offer("p", Duration.ZERO, lone) },
+                    { q.offer(lone, Duration.ZERO) },
+                    { q.cancel(lone) },
+                    { q.reschedule(lone, Duration.ZERO) },
+                    { q.requeueDead(listOf(lone)) },
+                    { q.offerAsync("p", Duration.ZERO, lone).join() },
+                )) {
+                    val e = assertThrows<Throwable> { call() }
+                    val cause = if (e is java.util.concurrent.CompletionException) e.cause else e
+                    assertTrue(cause is InvalidArgumentException, "$cause")
+                }
+            }
+            client.delayedQueue(name).use { queue ->
+                assertThrows<InvalidArgumentException> { queue.offer(lone, Duration.ZERO) }
+                assertThrows<InvalidArgumentException> { queue.contains(lone) }
+            }
+            assertThrows<InvalidArgumentException> { client.delayedQueue("q$lone") }
+            assertNothingStored(redis, name)
         }
 
     @Test

@@ -288,4 +288,13 @@ class ReliableQueueTest {
             }
             assertNotEquals("", redis.cli("GET", "{dq:$name}:ready"))
         }
+
+    @Test
+    fun `close with a deadline is the graceful close`(redis: RedisServer) =
+        withQueue(redis) { _, queue ->
+            queue.offer("left", Duration.ZERO)
+            queue.close(Duration.ofSeconds(5))
+            assertThrows<ClosedException> { queue.stats() }
+            Unit // (JUnit runs only test methods that return nothing)
+        }
 }
