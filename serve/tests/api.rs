@@ -967,7 +967,7 @@ async fn stopping_the_service_ends_long_polls_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_gone_mid_poll_leaves_nothing_in_flight() {
-    use tokio::io::AsyncWriteExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let env = Env::start(config()).await;
     let body = r#"{"wait_ms": 20000}"#;
     let mut conn = tokio::net::TcpStream::connect(env.base.trim_start_matches("http://"))
@@ -986,6 +986,16 @@ async fn a_client_gone_mid_poll_leaves_nothing_in_flight() {
         (blocked_clients(&env) >= 1).then_some(())
     })
     .await;
+    // The client goes away; the service closing its side too shows it noticed (and
+    // dropped the poll) before the message below exists.
+    conn.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut rest)).await;
+    assert!(
+        matches!(read, Ok(Ok(0))),
+        "{read:?}: {}",
+        String::from_utf8_lossy(&rest)
+    );
     drop(conn);
     let (s, _) = env
         .call(
