@@ -606,11 +606,14 @@ impl Reconnecting {
         }
     }
 
-    async fn request<T>(
-        &self,
-        send: impl AsyncFnOnce(&mut Conn) -> redis::RedisResult<T>,
-    ) -> redis::RedisResult<T> {
-        self.request_within(self.response_timeout, send).await
+    /// How long the reply to a request that sends `bytes` may take: the response timeout,
+    /// plus 1 s for every [`BYTES_PER_SECOND`] past the first of them. A value of hundreds
+    /// of MiB takes Redis seconds to read and to copy through a script (an offer of 512 MiB
+    /// ran 23 s inside Redis on the 2-core test machine); without this, offers above about
+    /// 100 MiB failed as replies lost, though they were stored.
+    fn limit_for(&self, bytes: usize) -> Duration {
+        let extra = bytes.saturating_sub(BYTES_PER_SECOND) as f64 / BYTES_PER_SECOND as f64;
+        self.response_timeout + Duration::from_secs_f64(extra)
     }
 
     /// A request whose reply may take up to `limit` (a `WAIT` after a write).
@@ -776,9 +779,11 @@ enum Commands {
 impl ConnectionLike for Commands {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Commands::Single(r) => {
-                Box::pin(async move { r.request(async |c| c.req_packed_command(cmd).await).await })
-            }
+            Commands::Single(r) => Box::pin(async move {
+                let limit = r.limit_for(sent_bytes([cmd]));
+                r.request_within(limit, async |c| c.req_packed_command(cmd).await)
+                    .await
+            }),
             Commands::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -791,8 +796,11 @@ impl ConnectionLike for Commands {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Commands::Single(r) => Box::pin(async move {
-                r.request(async |c| c.req_packed_commands(pipeline, offset, count).await)
-                    .await
+                let limit = r.limit_for(sent_bytes(pipeline.cmd_iter()));
+                r.request_within(limit, async |c| {
+                    c.req_packed_commands(pipeline, offset, count).await
+                })
+                .await
             }),
             Commands::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
@@ -1069,6 +1077,21 @@ fn check_confirmed(d: &Durability, reply: Value) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The pace at which a request's reply limit grows with what it sends (see
+/// `Reconnecting::limit_for`): 8 MiB a second, a third of what the 512 MiB offer measured.
+const BYTES_PER_SECOND: usize = 8 << 20;
+
+/// The bytes of the arguments of `cmds` (what a request sends, near enough).
+fn sent_bytes<'a>(cmds: impl IntoIterator<Item = &'a redis::Cmd>) -> usize {
+    let arg = |a: redis::Arg<&[u8]>| match a {
+        redis::Arg::Simple(b) => b.len(),
+        _ => 0, // a cursor
+    };
+    cmds.into_iter()
+        .map(|c| c.args_iter().map(arg).sum::<usize>())
+        .sum()
 }
 
 async fn with_timeout<T, E: Into<Error>>(

@@ -218,3 +218,35 @@ async fn a_connect_that_times_out_says_so() {
         "{err}"
     );
 }
+
+/// A request that sends a large value gets longer for its reply than the response
+/// timeout (which is sized for small commands): with a 300 ms timeout, offers of 24 MiB,
+/// which take Redis about a second to copy through the script, succeed and are stored
+/// once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_large_value_gets_time_for_its_reply() {
+    let server = RedisServer::start();
+    let mut opts = ClientOptions::new(server.url());
+    opts.response_timeout = Duration::from_millis(300);
+    let c = Client::connect_with(opts).await.unwrap();
+    let big = vec![7u8; 24 << 20];
+    let no_scheduler = delayq::SchedulerOptions {
+        enabled: false,
+        ..Default::default()
+    };
+    let dq = c.delayed_queue_with("big", no_scheduler.clone()).unwrap();
+    dq.offer(big.clone(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(dq.size().await.unwrap(), 1);
+    let opts = ReliableQueueOptions {
+        scheduler: no_scheduler,
+        ..Default::default()
+    };
+    let rq = c.reliable_queue("big", opts).unwrap();
+    rq.offer(big, Duration::ZERO, None).await.unwrap();
+    assert_eq!(
+        rq.stats().await.unwrap().delayed + rq.stats().await.unwrap().ready,
+        1
+    );
+}
