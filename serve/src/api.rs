@@ -387,8 +387,9 @@ pub(crate) struct OfferRequest {
     payload: Option<String>,
     /// The payload as standard base64 (binary payloads).
     payload_base64: Option<String>,
-    /// Delay before it is due, in ms (default 0).
+    /// Delay before it is due, in ms (default 0; at most 2^50).
     #[serde(default)]
+    #[schema(maximum = 1125899906842624_u64)]
     delay_ms: u64,
     /// Your id (1 to 256 bytes): an offer with an id still waiting or in flight creates
     /// nothing (`created: false`). Default: a generated one.
@@ -523,7 +524,8 @@ async fn cancel(
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RescheduleRequest {
-    /// Due this many ms from now.
+    /// Due this many ms from now (at most 2^50).
+    #[schema(maximum = 1125899906842624_u64)]
     delay_ms: u64,
 }
 
@@ -569,8 +571,10 @@ async fn reschedule(
 #[serde(deny_unknown_fields)]
 pub(crate) struct ReceiveRequest {
     /// At most this many deliveries (1 to 100, default 1).
+    #[schema(minimum = 1, maximum = 100)]
     max: Option<usize>,
     /// Wait up to this many ms for the first (0 to 30000, default 0: answer at once).
+    #[schema(maximum = 30000)]
     wait_ms: Option<u64>,
 }
 
@@ -597,7 +601,7 @@ pub(crate) struct ReceiveResponse {
 }
 
 #[utoipa::path(post, path = "/v1/queues/{name}/receive", tag = "deliveries",
-    params(("name" = String, Path)), request_body = ReceiveRequest, security(("bearer" = [])),
+    params(("name" = String, Path)), request_body = Option<ReceiveRequest>, security(("bearer" = [])),
     responses((status = 200, body = ReceiveResponse),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
@@ -722,7 +726,7 @@ pub(crate) struct NackResponse {
 
 #[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{delivery_id}/nack", tag = "deliveries",
     params(("name" = String, Path), ("delivery_id" = String, Path)),
-    request_body = NackRequest, security(("bearer" = [])),
+    request_body = Option<NackRequest>, security(("bearer" = [])),
     responses((status = 200, body = NackResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn nack(
@@ -797,7 +801,7 @@ pub(crate) struct DeadLetters {
 }
 
 #[utoipa::path(get, path = "/v1/queues/{name}/dead", tag = "dead letters",
-    params(("name" = String, Path), ("limit" = Option<usize>, Query, description = "1 to 1000, default 100")),
+    params(("name" = String, Path), ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "1 to 1000, default 100")),
     responses((status = 200, body = DeadLetters), (status = 400, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn dead_letters(
@@ -872,7 +876,7 @@ pub(crate) struct RequeueResponse {
 }
 
 #[utoipa::path(post, path = "/v1/queues/{name}/dead/requeue", tag = "dead letters",
-    params(("name" = String, Path)), request_body = RequeueRequest, security(("bearer" = [])),
+    params(("name" = String, Path)), request_body = Option<RequeueRequest>, security(("bearer" = [])),
     responses((status = 200, body = RequeueResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
@@ -999,6 +1003,8 @@ async fn delayed_offer(
 #[derive(Deserialize, utoipa::ToSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TakeRequest {
+    /// Wait up to this many ms for a value (0 to 30000, default 0: answer at once).
+    #[schema(maximum = 30000)]
     wait_ms: Option<u64>,
 }
 
@@ -1009,7 +1015,7 @@ pub(crate) struct TakeResponse {
 }
 
 #[utoipa::path(post, path = "/v1/delayed/{name}/take", tag = "delayed queues",
-    params(("name" = String, Path)), request_body = TakeRequest, security(("bearer" = [])),
+    params(("name" = String, Path)), request_body = Option<TakeRequest>, security(("bearer" = [])),
     responses((status = 200, body = TakeResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]

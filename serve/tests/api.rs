@@ -644,6 +644,26 @@ async fn metrics_openapi_and_dashboard_are_served() {
         assert!(paths.contains_key(p), "{p} not in the OpenAPI document");
     }
     assert!(doc["components"]["schemas"]["OfferRequest"]["properties"]["callback_url"].is_object());
+    // The limits the server enforces are in the document; optional bodies are optional.
+    let schemas = &doc["components"]["schemas"];
+    let receive = &schemas["ReceiveRequest"]["properties"];
+    assert_eq!(
+        (&receive["max"]["minimum"], &receive["max"]["maximum"]),
+        (&json!(1), &json!(100))
+    );
+    assert_eq!(receive["wait_ms"]["maximum"], json!(30000));
+    assert_eq!(
+        schemas["OfferRequest"]["properties"]["delay_ms"]["maximum"],
+        json!(1u64 << 50)
+    );
+    let receive_body = &paths["/v1/queues/{name}/receive"]["post"]["requestBody"];
+    assert_ne!(receive_body["required"], json!(true), "{receive_body}");
+    let dead = &paths["/v1/queues/{name}/dead"]["get"]["parameters"][1]["schema"];
+    assert_eq!(
+        (&dead["minimum"], &dead["maximum"]),
+        (&json!(1), &json!(1000)),
+        "{dead}"
+    );
 
     let (s, html) = env.get_text("/").await;
     assert_eq!(s, 200);
