@@ -124,6 +124,9 @@ impl Client {
         self.check_open()?;
         let keys = ReliableKeys::new(name)?;
         opts.validate()?;
+        if let Some(n) = opts.shards {
+            ReliableKeys::shard(name, 0, n)?; // a name that can be split into `n` shards
+        }
         check_scheduler_options(&opts.scheduler)?;
         let guard = opts.scheduler.enabled.then(|| {
             self.scheduler_for(

@@ -297,6 +297,14 @@ impl ReliableKeys {
                 "no shard {shard} of {shards} (shards are a power of two)"
             )));
         }
+        if shards > 1 && name.contains(['{', '}']) {
+            // Redis Cluster hashes a key by its text up to the first `}`: every shard's
+            // keys would share one slot, and sharding would do nothing.
+            return Err(Error::invalid(format!(
+                "queue name {name:?} holds a brace: a queue split into shards must have none, \
+                 or all its shards would hash to one cluster slot"
+            )));
+        }
         Ok(Self::with_tag(name, &shard_tag(name, shard, shards)))
     }
 
@@ -374,6 +382,19 @@ mod tests {
         assert_eq!(id_shard_basis("x1-0123456789abcdef"), "x1-0123456789abcdef");
         assert_eq!(shard_for("anything", 1), 0);
         assert_eq!(shard_for("123456789", 8), 0xCBF4_3926 % 8);
+    }
+
+    #[test]
+    fn a_sharded_queue_name_holds_no_brace() {
+        for name in ["a}b", "x{y}z", "{t}"] {
+            assert!(
+                ReliableKeys::shard(name, 0, 1).is_ok(),
+                "{name}: one shard is one slot"
+            );
+            let err = ReliableKeys::shard(name, 0, 4).unwrap_err().to_string();
+            assert!(err.contains("holds a brace"), "{name}: {err}");
+        }
+        assert!(ReliableKeys::shard("a:b", 3, 4).is_ok());
     }
 
     #[test]

@@ -161,6 +161,10 @@ pub const DEAD_LETTERS_LIMIT: usize = 100;
 
 const GROUP: &str = "delayq";
 
+/// How often a handle that names no number of shards reads the stored one again, to move
+/// a layout stored after it started (see `start_shard_transfers_when_known`).
+const SHARDS_REREAD: Duration = Duration::from_secs(5);
+
 /// How long to wait before retrying a message that failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Backoff {
@@ -824,7 +828,10 @@ impl ReliableQueue {
 
     /// Called with a new handle: when it runs a transfer task, learns the stored number of
     /// shards in the background and starts a task per shard, so that a process that only
-    /// holds the handle (`delayq transfer`) moves every shard.
+    /// holds the handle (`delayq transfer`) moves every shard. A handle that names no
+    /// number of shards reads it again every [`SHARDS_REREAD`] and starts the tasks of a new
+    /// layout too: a transfer process started before the queue was configured, or one that
+    /// outlives a change of the number of shards, moves the shards the settings name.
     pub(crate) fn start_shard_transfers_when_known(&self) {
         if !self.inner.opts.scheduler.enabled {
             return;
@@ -844,17 +851,17 @@ impl ReliableQueue {
                 match got {
                     Ok(s) => {
                         queue.start_transfers(s.shards.max(1));
-                        return;
+                        pause = SHARDS_REREAD;
                     }
                     Err(e) => {
                         tracing::debug!(queue = %queue.name(), error = %e, "could not read the settings; trying again");
+                        pause = (pause * 2).min(SHARDS_REREAD);
                     }
                 }
                 tokio::select! {
                     _ = queue.inner.handle.closed() => return,
                     _ = tokio::time::sleep(pause) => {}
                 }
-                pause = (pause * 2).min(Duration::from_secs(5));
             }
         });
     }
@@ -972,7 +979,7 @@ impl ReliableQueue {
         };
         let now = now.trim_matches(|c: char| !c.is_ascii_digit());
         Error::invalid(format!(
-            "queue {:?} has {now} shard(s) now (its settings changed after this handle read              them), this handle uses {mine}: open a new handle; nothing was offered",
+            "queue {:?} has {now} shard(s) now (its settings changed after this handle read them), this handle uses {mine}: open a new handle; nothing was offered",
             self.name()
         ))
     }

@@ -394,3 +394,53 @@ async fn a_handle_whose_shard_count_changed_under_it_cannot_offer() {
         "nothing in the old layout"
     );
 }
+
+/// A handle that names no number of shards (a `delayq transfer --reliable` process)
+/// started before the queue was configured moves the shards configured after it: it
+/// reads the stored number again. Only it runs transfer tasks here.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transfer_started_before_the_queue_was_sharded_moves_every_shard() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let transfer = c
+        .reliable_queue("late", ReliableQueueOptions::default())
+        .unwrap();
+    let quiet = |mut o: ReliableQueueOptions| {
+        o.scheduler.enabled = false;
+        o
+    };
+    let q = c.reliable_queue("late", quiet(sharded(4))).unwrap();
+    let n = 12;
+    for i in 0..n {
+        let id = format!("m{i}");
+        q.offer(id.clone(), Duration::from_millis(200), Some(&id))
+            .await
+            .unwrap();
+    }
+    let mut got = HashSet::new();
+    while got.len() < n {
+        let d = q.receive(Some(Duration::from_secs(15))).await.unwrap();
+        let d = d.unwrap_or_else(|| panic!("only {got:?} moved"));
+        d.ack().await.unwrap();
+        got.insert(d.id.clone());
+    }
+    assert_eq!(q.stats().await.unwrap(), ReliableStats::default());
+    transfer.close();
+}
+
+/// A queue split into shards cannot have a brace in its name (its shards would share
+/// one cluster slot): refused before anything reaches Redis.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sharded_queue_name_with_a_brace_is_refused() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    for name in ["a}b", "x{y}z"] {
+        let err = c.reliable_queue(name, sharded(8)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(err.to_string().contains("holds a brace"), "{err}");
+    }
+    assert_eq!(server.cli(&["DBSIZE"]), "0");
+    c.reliable_queue("a}b", ReliableQueueOptions::default())
+        .unwrap()
+        .close();
+}

@@ -66,6 +66,11 @@ async fn settings_belong_to_the_queue_not_to_a_handle() {
         err.to_string().contains("visibility_ms is 40000"),
         "names the difference: {err}"
     );
+    assert!(
+        err.to_string()
+            .contains("the settings of {dq:jobs} differ: "),
+        "{err}"
+    );
     // ...unless it updates them explicitly, which every handle then sees.
     let update = ReliableQueueOptions {
         update_settings: true,

@@ -32,7 +32,7 @@ if mode ~= 'get' and not (named == 0 and redis.call('EXISTS', SETTINGS) == 0) th
     end
   end
   if #conflicts > 0 then
-    return redis.error_reply('DELAYQSETTINGS the settings of ' .. PREFIX .. ' differ: ' .. table.concat(conflicts, '; '))
+    return redis.error_reply('DELAYQSETTINGS the settings of ' .. string.sub(PREFIX, 1, -2) .. ' differ: ' .. table.concat(conflicts, '; '))
   end
   for i = first_default, #ARGV, 2 do
     redis.call('HSETNX', SETTINGS, ARGV[i], ARGV[i + 1])
