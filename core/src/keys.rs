@@ -160,6 +160,25 @@ pub fn shard_tag(name: &str, shard: u32, shards: u32) -> String {
     if shards <= 1 {
         return format!("dq:{name}");
     }
+    // The search costs up to thousands of CRC16s a shard at 1024 shards, and every handle
+    // asks for every tag several times: each is found once per process.
+    type Found = std::collections::HashMap<(String, u32, u32), String>;
+    static FOUND: std::sync::LazyLock<std::sync::Mutex<Found>> =
+        std::sync::LazyLock::new(Default::default);
+    let key = (name.to_owned(), shard, shards);
+    if let Some(tag) = FOUND.lock().expect("shard tags").get(&key) {
+        return tag.clone();
+    }
+    let tag = search_shard_tag(name, shard, shards);
+    let mut found = FOUND.lock().expect("shard tags");
+    if found.len() >= 100_000 {
+        found.clear(); // a process that names that many shards finds them again
+    }
+    found.insert(key, tag.clone());
+    tag
+}
+
+fn search_shard_tag(name: &str, shard: u32, shards: u32) -> String {
     let range = 16384.0 / f64::from(shards);
     let lo = (f64::from(shard) + 7.0 / 16.0) * range;
     let mut lo = lo.floor() as u32;
