@@ -451,7 +451,7 @@ async fn offer(
         (None, None) => None,
     };
     // The record is written before the offer only where none is, and taken back when the
-    // offer fails, so that a refused offer leaves nothing behind; an id that had one (a
+    // offer is refused (not when its reply was lost), so that it leaves nothing behind; an id that had one (a
     // de-duplicated offer, or a dead letter's id) gets this URL once the offer succeeded.
     let mut wrote = false;
     if let (Some(url), Some(id)) = (&callback, &id) {
@@ -465,6 +465,17 @@ async fn offer(
                     state.webhooks.record(&state, &name, id, url, true).await?;
                 }
                 state.webhooks.register(&state, &name).await?;
+            }
+            // A reply lost: the message may be stored, and keeps its record.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    delayq::ErrorKind::Connection | delayq::ErrorKind::Timeout
+                ) =>
+            {
+                if wrote {
+                    let _ = state.webhooks.register(&state, &name).await;
+                }
             }
             Err(_) if wrote => state.webhooks.forget(&state, &name, id).await,
             Err(_) => {}
