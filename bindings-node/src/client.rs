@@ -38,20 +38,28 @@ objects! {
 
 impl ReliableQueueOptions {
     fn into_core(self) -> Result<delayq::ReliableQueueOptions> {
-        let schedule = self
-            .backoff_ms
-            .map(|l| l.into_iter().map(option_ms).collect());
+        let schedule = self.backoff_ms.map(|l| {
+            l.into_iter()
+                .map(|ms| option_ms(ms, "each delay of backoffMs"))
+                .collect()
+        });
         let schedule: Option<Vec<_>> = schedule.transpose()?;
-        let (base, max) = (opt_ms(self.backoff_base_ms)?, opt_ms(self.backoff_max_ms)?);
+        let (base, max) = (
+            opt_ms(self.backoff_base_ms, "backoffBaseMs")?,
+            opt_ms(self.backoff_max_ms, "backoffMaxMs")?,
+        );
         Ok(delayq::ReliableQueueOptions {
             backoff: Backoff::from_parts(schedule, base, max).js()?,
-            visibility_timeout: opt_ms(self.visibility_timeout_ms)?,
-            max_attempts: opt_count(self.max_attempts, "max_attempts")?,
+            visibility_timeout: opt_ms(self.visibility_timeout_ms, "visibilityTimeoutMs")?,
+            max_attempts: opt_count(self.max_attempts, "maxAttempts")?,
             shards: opt_count(self.shards, "shards")?,
-            dead_letter_retention: opt_ms(self.dead_letter_retention_ms)?,
-            idempotency_retention: opt_ms(self.idempotency_retention_ms)?,
+            dead_letter_retention: opt_ms(self.dead_letter_retention_ms, "deadLetterRetentionMs")?,
+            idempotency_retention: opt_ms(self.idempotency_retention_ms, "idempotencyRetentionMs")?,
             update_settings: self.update_settings.unwrap_or(false),
-            scheduler: bridge::scheduler(self.scheduler, opt_ms(self.reconcile_interval_ms)?),
+            scheduler: bridge::scheduler(
+                self.scheduler,
+                opt_ms(self.reconcile_interval_ms, "reconcileIntervalMs")?,
+            ),
         })
     }
 }
@@ -77,7 +85,11 @@ pub fn connect(
     };
     if let Some(d) = o.durability {
         let replicas = opt_count(d.replicas, "durability.replicas")?;
-        opts.durability = Some(bridge::durability(replicas, d.aof, opt_ms(d.timeout_ms)?));
+        opts.durability = Some(bridge::durability(
+            replicas,
+            d.aof,
+            opt_ms(d.timeout_ms, "durability.timeoutMs")?,
+        ));
     }
     promise(env, async move {
         let inner = delayq::Client::connect_with(opts).await?;
@@ -98,7 +110,7 @@ methods! { Client {
     sync {
         delayed_queue(name: String, options: Option<DelayedQueueOptions>) -> DelayedQueue = |c| {
             let o = options.unwrap_or_default();
-            let scheduler = bridge::scheduler(o.scheduler, opt_ms(o.reconcile_interval_ms)?);
+            let scheduler = bridge::scheduler(o.scheduler, opt_ms(o.reconcile_interval_ms, "reconcileIntervalMs")?);
             DelayedQueue { inner: c.delayed_queue_with(&name, scheduler).js()? }
         };
         reliable_queue(name: String, options: Option<ReliableQueueOptions>) -> ReliableQueue = |c| {

@@ -51,14 +51,15 @@ pub fn delay(ms: f64) -> Result<Duration> {
     delay::delay_from_millis_f64(ms).js()
 }
 
-/// A duration option in milliseconds (a lease, a back-off), rounded to whole milliseconds.
-pub fn option_ms(ms: f64) -> Result<Duration> {
-    delay(ms.round())
+/// A duration option named `what` in milliseconds (a lease, a back-off), rounded to whole
+/// milliseconds.
+pub fn option_ms(ms: f64, what: &str) -> Result<Duration> {
+    delay::duration_from_millis_f64(ms.round(), what).js()
 }
 
 /// An optional [`option_ms`].
-pub fn opt_ms(ms: Option<f64>) -> Result<Option<Duration>> {
-    ms.map(option_ms).transpose()
+pub fn opt_ms(ms: Option<f64>, what: &str) -> Result<Option<Duration>> {
+    ms.map(|ms| option_ms(ms, what)).transpose()
 }
 
 /// A count (a limit, a number of attempts) named `what`: whole, not negative.

@@ -177,6 +177,18 @@ test('NaN, negative, infinite and overflowing delays are still refused and write
   rq.close();
 });
 
+test('a bad duration or count option names the option, and nothing is written', () => {
+  const name = queueName();
+  const named = (option) => (e) => e.code === INVALID.code && e.message.includes(`${option} must not be negative, got -5000 ms`);
+  for (const option of ['visibilityTimeoutMs', 'backoffBaseMs', 'backoffMaxMs', 'deadLetterRetentionMs', 'idempotencyRetentionMs', 'reconcileIntervalMs']) {
+    assert.throws(() => client.reliableQueue(name, { [option]: -5000 }), named(option), option);
+  }
+  assert.throws(() => client.delayedQueue(name, { reconcileIntervalMs: -5000 }), named('reconcileIntervalMs'));
+  assert.throws(() => client.reliableQueue(name, { backoffMs: [10, -5000] }), named('each delay of backoffMs'));
+  assert.throws(() => client.reliableQueue(name, { maxAttempts: -1 }), (e) => e.code === INVALID.code && e.message.includes('maxAttempts must not be negative'));
+  nothingWritten(name);
+});
+
 test('timeout errors speak milliseconds and name no other language', async () => {
   const dName = queueName();
   const rName = queueName();

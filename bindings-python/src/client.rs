@@ -34,8 +34,12 @@ fn backoff(
 ) -> PyResult<Option<delayq::Backoff>> {
     let what = "backoff must be a list of delays";
     let schedule = schedule.map(|s| convert::items(&s, what)).transpose()?;
-    let schedule = schedule.map(|l| l.iter().map(convert::delay).collect());
-    let (base, max) = (convert::opt_delay(base)?, convert::opt_delay(max)?);
+    let each = |d: &Obj<'_>| convert::delay_named(d, "each delay of backoff");
+    let schedule = schedule.map(|l| l.iter().map(each).collect());
+    let (base, max) = (
+        convert::setting(base, "backoff_base")?,
+        convert::setting(max, "backoff_max")?,
+    );
     delayq::Backoff::from_parts(schedule.transpose()?, base, max).map_err(to_py)
 }
 
@@ -79,12 +83,12 @@ calls! { Client(c) {
     #[allow(clippy::too_many_arguments)]
     fn reliable_queue(&self, name: Obj<'_>, visibility_timeout: Option<Obj<'_>>, max_attempts: Option<Obj<'_>>, backoff: Option<Obj<'_>>, backoff_base: Option<Obj<'_>>, backoff_max: Option<Obj<'_>>, shards: Option<Obj<'_>>, dead_letter_retention: Option<Obj<'_>>, idempotency_retention: Option<Obj<'_>>, update_settings: Obj<'_>, scheduler: Obj<'_>, reconcile_interval: Obj<'_>) -> PyResult<ReliableQueue> {
         let opts = delayq::ReliableQueueOptions {
-            visibility_timeout: convert::opt_delay(visibility_timeout)?,
+            visibility_timeout: convert::setting(visibility_timeout, "visibility_timeout")?,
             max_attempts: convert::opt_count(max_attempts, "max_attempts")?,
             backoff: self::backoff(backoff, backoff_base, backoff_max)?,
             shards: convert::opt_count(shards, "shards")?,
-            dead_letter_retention: convert::opt_delay(dead_letter_retention)?,
-            idempotency_retention: convert::opt_delay(idempotency_retention)?,
+            dead_letter_retention: convert::setting(dead_letter_retention, "dead_letter_retention")?,
+            idempotency_retention: convert::setting(idempotency_retention, "idempotency_retention")?,
             update_settings: convert::boolean(&update_settings, "update_settings")?,
             scheduler: self::scheduler(scheduler, reconcile_interval)?,
         };

@@ -133,12 +133,13 @@ fn seconds(
 
 /// A delay in seconds (`int`, `float`, `timedelta`), checked by core.
 pub fn delay(obj: &Obj<'_>) -> PyResult<Duration> {
-    seconds(
-        obj,
-        "delay",
-        check::delay_from_secs_integer,
-        check::delay_from_secs_f64,
-    )
+    delay_named(obj, "delay")
+}
+
+/// A duration named `what` checked like a delay (a queue setting, a back-off).
+pub fn delay_named(obj: &Obj<'_>, what: &str) -> PyResult<Duration> {
+    let whole = |n| check::duration_from_secs_integer(n, what);
+    seconds(obj, what, whole, |s| check::duration_from_secs_f64(s, what))
 }
 
 /// A duration named `what` checked like a timeout (a timeout, the reconcile interval).
@@ -152,9 +153,14 @@ pub fn timeout(obj: Option<Obj<'_>>) -> PyResult<Option<Duration>> {
     obj.map(|o| duration(&o, "timeout")).transpose()
 }
 
-/// An optional delay (a queue setting, a nack's delay): None when None.
+/// An optional delay (a nack's delay): None when None.
 pub fn opt_delay(obj: Option<Obj<'_>>) -> PyResult<Option<Duration>> {
     obj.map(|o| delay(&o)).transpose()
+}
+
+/// An optional queue setting that is a duration, named `what`: None when None.
+pub fn setting(obj: Option<Obj<'_>>, what: &str) -> PyResult<Option<Duration>> {
+    obj.map(|o| delay_named(&o, what)).transpose()
 }
 
 /// A count named `what` (a limit, a concurrency, a number of attempts): an `int` of any

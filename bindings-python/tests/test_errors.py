@@ -226,6 +226,29 @@ def test_a_bad_duration_option_is_named_in_its_error(
             assert "timeout" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "option",
+    [
+        "visibility_timeout",
+        "backoff_base",
+        "backoff_max",
+        "dead_letter_retention",
+        "idempotency_retention",
+    ],
+)
+def test_a_bad_duration_setting_is_named_in_its_error(url: str, name: str, option: str) -> None:
+    with delayq.Client(url) as client:
+        with pytest.raises(delayq.InvalidArgument) as info:
+            client.reliable_queue(name, **{option: -1})  # type: ignore[arg-type]
+        assert f"{option} must not be negative, got -1 s" in str(info.value)
+        with pytest.raises(delayq.InvalidArgument) as info:
+            client.reliable_queue(name, **{option: -0.5})  # type: ignore[arg-type]
+        assert f"{option} must not be negative, got -0.5 s" in str(info.value)
+        with pytest.raises(delayq.InvalidArgument) as info:
+            client.reliable_queue(name, backoff=[1, -1])
+        assert "each delay of backoff must not be negative" in str(info.value)
+
+
 def test_invalid_argument_error_is_an_alias() -> None:
     assert delayq.InvalidArgumentError is delayq.InvalidArgument
     assert "InvalidArgumentError" in delayq.__all__
@@ -377,7 +400,7 @@ def own_server() -> Iterator[RedisServer]:
     [
         (5, "backoff must be a list of delays, not int"),
         ("12", "backoff must be a list of delays, not str"),
-        ([1, "2"], "delay must be int, float or timedelta seconds, not str"),
+        ([1, "2"], "each delay of backoff must be int, float or timedelta seconds, not str"),
     ],
 )
 def test_a_bad_backoff_schedule_is_an_invalid_argument(

@@ -15,10 +15,15 @@ pub const MAX_VALUE_LEN: usize = 512 * 1024 * 1024;
 /// Checks a delay and returns it in whole milliseconds (rounded up, so that nothing is
 /// delivered early).
 pub fn delay_to_millis(delay: Duration) -> Result<u64> {
+    millis_of(delay, "delay")
+}
+
+/// [`delay_to_millis`] for a duration named `what` in the errors.
+fn millis_of(delay: Duration, what: &str) -> Result<u64> {
     let ms = delay.as_nanos().div_ceil(1_000_000);
     if ms > MAX_DELAY_MS as u128 {
         return Err(Error::invalid(format!(
-            "delay of {delay:?} overflows: at most {MAX_DELAY_MS} ms"
+            "{what} of {delay:?} overflows: at most {MAX_DELAY_MS} ms"
         )));
     }
     Ok(ms as u64)
@@ -39,19 +44,25 @@ pub fn delay_from_millis(ms: i64) -> Result<Duration> {
 /// A delay from milliseconds as a float (JavaScript numbers): finite and non-negative; a
 /// fraction rounds up to the next whole millisecond, so that nothing is delivered early.
 pub fn delay_from_millis_f64(ms: f64) -> Result<Duration> {
+    duration_from_millis_f64(ms, "delay")
+}
+
+/// [`delay_from_millis_f64`] for a duration that is not a delay but follows its rules (a
+/// queue setting: a visibility timeout, a back-off), named `what` in the errors.
+pub fn duration_from_millis_f64(ms: f64, what: &str) -> Result<Duration> {
     if !ms.is_finite() {
         return Err(Error::invalid(format!(
-            "delay must be a finite number, got {ms}"
+            "{what} must be a finite number, got {ms}"
         )));
     }
     if ms < 0.0 {
         return Err(Error::invalid(format!(
-            "delay must not be negative, got {ms} ms"
+            "{what} must not be negative, got {ms} ms"
         )));
     }
     if ms.ceil() > MAX_DELAY_MS as f64 {
         return Err(Error::invalid(format!(
-            "delay of {ms} ms overflows: at most {MAX_DELAY_MS} ms"
+            "{what} of {ms} ms overflows: at most {MAX_DELAY_MS} ms"
         )));
     }
     Ok(Duration::from_millis(ms.ceil() as u64))
@@ -59,19 +70,24 @@ pub fn delay_from_millis_f64(ms: f64) -> Result<Duration> {
 
 /// A delay from seconds as a float (Python): finite and non-negative.
 pub fn delay_from_secs_f64(secs: f64) -> Result<Duration> {
+    duration_from_secs_f64(secs, "delay")
+}
+
+/// [`delay_from_secs_f64`] for a duration named `what` (see [`duration_from_millis_f64`]).
+pub fn duration_from_secs_f64(secs: f64, what: &str) -> Result<Duration> {
     if !secs.is_finite() {
         return Err(Error::invalid(format!(
-            "delay must be a finite number of seconds, got {secs}"
+            "{what} must be a finite number of seconds, got {secs}"
         )));
     }
     if secs < 0.0 {
         return Err(Error::invalid(format!(
-            "delay must not be negative, got {secs} s"
+            "{what} must not be negative, got {secs} s"
         )));
     }
     let d = Duration::try_from_secs_f64(secs)
-        .map_err(|_| Error::invalid(format!("delay of {secs} s overflows")))?;
-    delay_to_millis(d)?;
+        .map_err(|_| Error::invalid(format!("{what} of {secs} s overflows")))?;
+    millis_of(d, what)?;
     Ok(d)
 }
 
@@ -174,9 +190,14 @@ pub fn delay_from_millis_integer(ms: Integer) -> Result<Duration> {
 
 /// A delay from whole seconds of any size (a Python `int`).
 pub fn delay_from_secs_integer(secs: Integer) -> Result<Duration> {
-    let secs = secs.non_negative("delay", " s")?;
+    duration_from_secs_integer(secs, "delay")
+}
+
+/// [`delay_from_secs_integer`] for a duration named `what` (see [`duration_from_millis_f64`]).
+pub fn duration_from_secs_integer(secs: Integer, what: &str) -> Result<Duration> {
+    let secs = secs.non_negative(what, " s")?;
     let d = Duration::from_secs(secs);
-    delay_to_millis(d)?;
+    millis_of(d, what)?;
     Ok(d)
 }
 
