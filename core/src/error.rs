@@ -131,6 +131,13 @@ impl From<redis::RedisError> for Error {
             crate::metrics::record_connection_error(false);
             return Error::Connection(msg);
         }
+        if matches!(e.code(), Some("MOVED" | "ASK")) {
+            // A node of a cluster reached as one server: redis-rs says only "Moved".
+            return Error::Server(format!(
+                "{msg}: {}",
+                "a Redis Cluster node redirected the request; a cluster needs the cluster option or a list of seed URLs"
+            ));
+        }
         Error::Server(msg)
     }
 }

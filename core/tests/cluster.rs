@@ -57,6 +57,32 @@ async fn delayed_and_reliable_queues_work_on_a_cluster() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_node_reached_as_one_server_says_to_use_the_cluster_option() {
+    let cluster = Cluster::start();
+    let mut moved = None;
+    // A key on another node than the first seed answers MOVED there.
+    for seed in cluster.seeds() {
+        let client = Client::connect(&seed).await.unwrap();
+        for n in 0..16 {
+            let q = client.delayed_queue(&format!("q{n}")).unwrap();
+            if let Err(e) = q.size().await {
+                moved = Some(e);
+                break;
+            }
+        }
+        if moved.is_some() {
+            break;
+        }
+    }
+    let e = moved.expect("some key lives on another node");
+    assert_eq!(e.kind(), delayq::ErrorKind::Server, "{e}");
+    assert!(
+        e.to_string().contains("a cluster needs the cluster option"),
+        "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn blocking_calls_on_a_cluster_outlast_the_response_time_limit() {
     let cluster = Cluster::start();
     let mut opts = ClientOptions::cluster(cluster.seeds());
