@@ -657,18 +657,19 @@ impl Reconnecting {
             None => {
                 let client = self.nodes.client(self.connect_timeout).await;
                 let client = client.map_err(to_redis_error)?;
-                let opened = client.get_connection_with_timeout(self.connect_timeout);
-                let conn = opened.map_err(|e| {
-                    self.nodes.rotate();
-                    match e.is_timeout() {
-                        // As the multiplexed connection says it (not "os error 11").
-                        true => to_redis_error(Error::Timeout(format!(
-                            "no answer from Redis within {:?} to connect",
-                            self.connect_timeout
-                        ))),
-                        false => e,
-                    }
-                })?;
+                let conn = open_within(client, self.connect_timeout)
+                    .await
+                    .map_err(|e| {
+                        self.nodes.rotate();
+                        match e.is_timeout() {
+                            // As the multiplexed connection says it (not "os error 11").
+                            true => to_redis_error(Error::Timeout(format!(
+                                "no answer from Redis within {:?} to connect",
+                                self.connect_timeout
+                            ))),
+                            false => e,
+                        }
+                    })?;
                 with_timeouts(conn, limit)?
             }
         };
@@ -693,6 +694,23 @@ impl Reconnecting {
     fn close(&self) {
         self.state.lock().expect("connection state").conn = None;
         self.own.close();
+    }
+}
+
+/// A blocking connection of `client`, opened within `limit` in all. redis-rs bounds the
+/// connect and each read of the setup commands (`CLIENT SETINFO`, `AUTH`, `SELECT`) by
+/// `limit` one by one, so a silent link held the caller for a multiple of it; the opening
+/// runs on a blocking thread, left to end by itself when the limit passes.
+async fn open_within(
+    client: redis::Client,
+    limit: Duration,
+) -> redis::RedisResult<redis::Connection> {
+    use std::io::{Error as IoError, ErrorKind as IoKind};
+    let opening = tokio::task::spawn_blocking(move || client.get_connection_with_timeout(limit));
+    match tokio::time::timeout(limit, opening).await {
+        Ok(Ok(opened)) => opened,
+        Ok(Err(ended)) => Err(IoError::other(ended).into()),
+        Err(_) => Err(IoError::from(IoKind::TimedOut).into()),
     }
 }
 

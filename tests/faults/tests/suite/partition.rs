@@ -634,6 +634,7 @@ async fn partition_of_a_blocking_call_on_its_own_connection_returns_in_time() {
     let (calls, todo) = mpsc::channel::<Option<Duration>>();
     let (done, outcomes) = mpsc::channel::<Outcome>();
     let (handle, clock) = (tokio::runtime::Handle::current(), env.clock);
+    let (fresh_q, fresh_handle) = (q.clone(), handle.clone());
     let host = std::thread::spawn(move || {
         // None: `size()`; Some(delay): an offer that far ahead, answered with the delay
         // its due time shows (an answer meant for another call shows as a wrong one).
@@ -672,6 +673,22 @@ async fn partition_of_a_blocking_call_on_its_own_connection_returns_in_time() {
         two,
         &during,
     );
+    // A thread with no connection yet opens one through the partition: the whole opening
+    // (connect and setup commands) is bounded by the connect timeout, not each read of it.
+    let fresh = std::thread::spawn(move || {
+        let started = Instant::now();
+        let fut = async { fresh_q.size().await.map(|n| Some(n as i64)) };
+        let mut fut = std::pin::pin!(fut);
+        let out = delayq::host::blocking::poll_for(&fresh_handle, fut.as_mut(), HUNG);
+        (started.elapsed(), out)
+    });
+    let fresh = tokio::task::block_in_place(|| fresh.join().expect("the fresh thread"));
+    check_timed_call(
+        &mut checks,
+        "a blocking size() on a thread opening its connection (5 s connect timeout)",
+        ClientOptions::new("redis://unused").connect_timeout,
+        &fresh,
+    );
     env.proxy.heal();
     let healed = Instant::now();
 
@@ -702,6 +719,7 @@ async fn partition_of_a_blocking_call_on_its_own_connection_returns_in_time() {
     let total = Tally::new(env.clock).summary();
     let extra = [
         ("size_ms", ms(during.1.as_ref().map(|_| during.0))),
+        ("fresh_size_ms", ms(fresh.1.as_ref().map(|_| fresh.0))),
         ("answered_ms", ms(answered)),
     ];
     report(fault, &total, Some(during.0), answered, &extra);
