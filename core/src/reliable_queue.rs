@@ -400,9 +400,13 @@ impl Delivery {
     /// Acknowledges the message: it is done and will not be delivered again. Returns
     /// false when this delivery had already ended (acked or nacked before, or its lease
     /// ended and the message went back to the queue): the message may then be processed
-    /// again elsewhere (counted in [`ReliableQueue::lost_leases`]). Works after the handle
-    /// was closed (not after its client was).
+    /// again elsewhere (counted in [`ReliableQueue::lost_leases`], unless this handle or a
+    /// clone of it had ended the delivery itself). Works after the handle was closed (not
+    /// after its client was).
     pub async fn ack(&self) -> Result<bool> {
+        if self.has_ended() {
+            return Ok(false); // acked or nacked here already: no lease was lost
+        }
         let acked = self
             .queue
             .ack_receipts(&[(&self.receipt, &self.id, self.shard)])
@@ -1339,16 +1343,23 @@ impl ReliableQueue {
     /// Acks many deliveries in one round trip; returns, for each, whether its lease was
     /// still held (see [`Delivery::ack`]).
     pub async fn ack_many(&self, deliveries: &[Delivery]) -> Result<Vec<bool>> {
-        let pairs: Vec<(&str, &str, u32)> = deliveries
+        // Deliveries ended here already are false without a lost lease (as `Delivery::ack`).
+        let ended: Vec<bool> = deliveries.iter().map(Delivery::has_ended).collect();
+        let open: Vec<&Delivery> = (deliveries.iter().zip(&ended))
+            .filter_map(|(d, ended)| (!ended).then_some(d))
+            .collect();
+        let pairs: Vec<(&str, &str, u32)> = open
             .iter()
             .map(|d| (d.receipt.as_str(), d.id.as_str(), d.shard))
             .collect();
-        let mut out = Vec::with_capacity(pairs.len());
-        for (chunk, ds) in pairs.chunks(1000).zip(deliveries.chunks(1000)) {
-            out.extend(self.ack_receipts(chunk).await?);
-            ds.iter().for_each(Delivery::end);
+        let mut acked = Vec::with_capacity(pairs.len());
+        for (chunk, ds) in pairs.chunks(1000).zip(open.chunks(1000)) {
+            acked.extend(self.ack_receipts(chunk).await?);
+            ds.iter().for_each(|d| d.end());
         }
-        Ok(out)
+        let mut acked = acked.into_iter();
+        let each = |ended: &bool| !ended && acked.next().unwrap_or(false);
+        Ok(ended.iter().map(each).collect())
     }
 
     /// Acks (receipt, id, shard) triples: one script call per shard, the shards at once.

@@ -119,6 +119,16 @@ async fn a_lease_extends_and_a_lost_one_says_so() {
     assert!(!d.ack().await.unwrap());
     assert_eq!(q.lost_leases(), 1);
     assert!(again.ack().await.unwrap());
+
+    // A delivery ended here (acked, or nacked) acks false again without a lost lease: no
+    // lease was lost, and no work will be done twice.
+    assert!(!again.ack().await.unwrap(), "acked twice");
+    q.offer("z", Duration::ZERO, None).await.unwrap();
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    assert!(d.nack(Some(Duration::from_secs(60))).await.unwrap());
+    assert!(!d.clone().ack().await.unwrap(), "acked after a nack");
+    assert_eq!(q.ack_many(&[again, d]).await.unwrap(), vec![false, false]);
+    assert_eq!(q.lost_leases(), 1, "only the lease that was lost");
     c.close();
 }
 
