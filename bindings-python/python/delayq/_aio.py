@@ -16,12 +16,15 @@ handler as a task (``_handle``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import weakref
+from asyncio import coroutines
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Optional, TypeVar, cast
 
 from . import _delayq
+from ._errors import InvalidArgument
 
 if TYPE_CHECKING:
     from typing_extensions import Concatenate, ParamSpec, Protocol, overload
@@ -82,11 +85,93 @@ def _wake(completer: _delayq.Completer) -> None:
             item.set_result(None)
 
 
+_MARKED = getattr(coroutines, "_is_coroutine", None)
+"""What ``asyncio.iscoroutinefunction`` also takes for a coroutine function: a callable
+whose ``_is_coroutine`` is this (``unittest.mock.AsyncMock`` before Python 3.10)."""
+
+
+def _async_kind(handler: object) -> Optional[str]:
+    """What calling ``handler`` returns by its definition, without running its body:
+    "coroutine" for an ``async def`` function or method (also one marked so, as
+    ``inspect.iscoroutinefunction`` or ``asyncio.iscoroutinefunction`` tells), "async
+    generator" for an ``async def`` with ``yield``, None for anything else; an object's
+    ``__call__`` and a ``functools.partial``'s function count."""
+    while isinstance(handler, functools.partial):
+        handler = handler.func
+    candidates = [handler]
+    if callable(handler) and not inspect.isroutine(handler) and not isinstance(handler, type):
+        candidates.append(type(handler).__call__)
+    for f in candidates:
+        if inspect.iscoroutinefunction(f) or (
+            _MARKED is not None and getattr(f, "_is_coroutine", None) is _MARKED
+        ):
+            return "coroutine"
+        if inspect.isasyncgenfunction(f):
+            return "async generator"
+    return None
+
+
+def _named(handler: object) -> str:
+    return getattr(handler, "__qualname__", None) or type(handler).__qualname__
+
+
+def blocking_handler(handler: Callable[[Any], object]) -> Callable[[Any], None]:
+    """The handler of a blocking ``consume``: refuses (``InvalidArgument``) an async
+    function (``_async_kind``), whose body would never run; calls any other so that a
+    delivery whose call returned an awaitable anyway fails (nack) rather than being acked
+    unrun."""
+    kind = _async_kind(handler)
+    if kind is not None:
+        raise InvalidArgument(
+            f"consume got {_named(handler)}, an async function ({kind}): a blocking "
+            "consume calls its handler in a worker thread and does not await it, so its "
+            "body would never run; consume it with delayq.asyncio's client "
+            "(`await q.consume(handler)` awaits handlers), or pass a plain function"
+        )
+
+    def call(delivery: Any) -> None:
+        result = handler(delivery)
+        if inspect.isawaitable(result) or inspect.isasyncgen(result):
+            if inspect.iscoroutine(result) or inspect.isgenerator(result):
+                result.close()  # never run, and no "never awaited" warning
+            raise TypeError(
+                f"the handler returned a {type(result).__name__} object, which a blocking "
+                "consume does not await: the handler's work was not done, so the delivery "
+                "is nacked; consume async handlers with delayq.asyncio's client"
+            )
+
+    return call
+
+
+def awaited_handler(handler: Callable[[Any], Awaitable[Any]]) -> None:
+    """Refuses (``InvalidArgument``) a handler that an awaited ``consume`` could not await:
+    one whose call returns no coroutine by its definition (``_async_kind``)."""
+    if _async_kind(handler) != "coroutine":
+        raise InvalidArgument(
+            f"consume got {_named(handler)}, which is not an `async def` function: the "
+            "asyncio consume awaits what its handler returns. Define the handler with "
+            "`async def` (or give it an `async def __call__`), or run a blocking handler "
+            "with delayq.Client's consume (in a thread)"
+        )
+
+
+def awaitable(result: Any) -> Awaitable[Any]:
+    """What an awaited ``consume``'s handler returned, if it is awaitable; else a
+    ``TypeError`` that fails the delivery (the handler did not keep to its type)."""
+    if not inspect.isawaitable(result):
+        raise TypeError(
+            f"the handler returned {type(result).__name__}, not an awaitable: the asyncio "
+            "consume awaits what its handler returns (define it with `async def`)"
+        )
+    return result
+
+
 async def _handle(handler: Callable[[Any], Awaitable[Any]], delivery: Any, reply: Any) -> None:
     """Runs an awaited ``consume``'s handler and reports its outcome to core: returned
-    (ack) or raised (nack; a ``BaseException`` is raised on after that)."""
+    (ack) or raised (nack; a ``BaseException`` is raised on after that). A handler that
+    returned no awaitable fails (``awaitable``)."""
     try:
-        await handler(delivery)
+        await awaitable(handler(delivery))
     except BaseException as e:
         reply.send(f"{type(e).__name__}: {e}")
         if not isinstance(e, Exception):

@@ -15,7 +15,17 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, Optional, TypeVar, Union
 
 from . import _delayq, _logs
-from ._aio import Awaiting, Way, call, connector, loop, made, twin
+from ._aio import (
+    Awaiting,
+    Way,
+    awaited_handler,
+    blocking_handler,
+    call,
+    connector,
+    loop,
+    made,
+    twin,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Concatenate, ParamSpec, overload
@@ -518,15 +528,19 @@ class ReliableQueue(_Reliable):
     ack_many_async = twin(ack_many)
 
     def consume(
-        self, handler: Callable[[Delivery], Any], concurrency: int = _delayq.CONCURRENCY
+        self, handler: Callable[[Delivery], object], concurrency: int = _delayq.CONCURRENCY
     ) -> None:
         """Calls `handler(delivery)` on received messages, `concurrency` at a time, each in a
         worker thread: acks when it returns, nacks (with the queue's back-off) when it
         raises. Receives ahead (up to `concurrency` messages), extends the lease of a
         running handler by itself (a handler may run longer than the visibility timeout),
         batches acks. Runs until the queue or its client is closed (or Ctrl-C); after
-        `close(deadline=...)`, once the running handlers finished and were settled."""
-        self._q.consume(None, handler, concurrency)
+        `close(deadline=...)`, once the running handlers finished and were settled.
+
+        The handler is a plain function: an `async def` one (or an object whose `__call__`
+        is) raises `InvalidArgument` at once, as nothing would await it (`delayq.asyncio`'s
+        `consume` does); a call that returns an awaitable anyway fails (nack)."""
+        self._q.consume(None, blocking_handler(handler), concurrency)
 
     def consume_async(
         self,
@@ -535,7 +549,10 @@ class ReliableQueue(_Reliable):
     ) -> Awaitable[None]:
         """Awaitable `consume` for `async def handler(delivery)`, run on the caller's event
         loop. Cancelling it stops the workers; `close_async(deadline)` lets the running
-        handlers finish first."""
+        handlers finish first. A handler that is not an `async def` function (or an object
+        whose `__call__` is one) raises `InvalidArgument` at once; a call that returns no
+        awaitable anyway fails (nack)."""
+        awaited_handler(handler)
         return Awaiting(self._q.consume(loop(), handler, concurrency))
 
     def close(self, deadline: Optional[Seconds] = None) -> None:

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any, Optional, Union
 
 from . import _api, _delayq
-from ._aio import OnLoop, connector, deferred, twin
+from ._aio import OnLoop, awaitable, awaited_handler, connector, deferred, twin
 
 Seconds = Union[int, float, timedelta]
 
@@ -100,10 +100,16 @@ class ReliableQueue(_api._Reliable, OnLoop):
         """Runs ``await handler(delivery)`` on received messages, ``concurrency`` at a time:
         acks on return, nacks on an exception; extends the lease of a running handler.
         Runs until closed or cancelled; after ``close(deadline=...)``, once the running
-        handlers finished and were settled."""
+        handlers finished and were settled.
+
+        The handler is an ``async def`` function (or an object whose ``__call__`` is one);
+        any other raises ``InvalidArgument`` before anything reaches Redis (a blocking
+        handler belongs to ``delayq.Client``'s ``consume``, in a thread). A call that
+        returns no awaitable anyway fails (nack)."""
+        awaited_handler(handler)
 
         async def call(d: _api.Delivery) -> Any:
-            return await handler(_delivery(d))
+            return await awaitable(handler(_delivery(d)))
 
         await _api.ReliableQueue.consume_async(self, call, concurrency)  # type: ignore[arg-type]
 
