@@ -294,7 +294,13 @@ async fn run(cli: Cli) -> delayq::Result<()> {
                         scheduler: opts.clone(),
                         ..Default::default()
                     };
-                    handles.push(Handle::Reliable(client.reliable_queue(q, ropts)?));
+                    let handle = client.reliable_queue(q, ropts)?;
+                    if visibility_ms.is_some() || max_attempts.is_some() {
+                        // Stores the settings named, or refuses ones that differ from the
+                        // stored (the transfer task alone would never check them).
+                        handle.settings().await?;
+                    }
+                    handles.push(Handle::Reliable(handle));
                 } else {
                     handles.push(Handle::Delayed(client.delayed_queue_with(q, opts.clone())?));
                 }

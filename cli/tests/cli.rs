@@ -216,6 +216,52 @@ fn transfer_moves_due_entries_until_interrupted() {
 }
 
 #[test]
+fn transfer_of_a_reliable_queue_checks_the_settings_it_names() {
+    let server = RedisServer::start();
+    let configure = ["reliable", "configure", "rq", "--visibility-ms", "1000"];
+    assert!(delayq(&server, &configure).status.success());
+    // A different visibility timeout is refused, as by any other handle, and stores nothing.
+    let mut differ = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--url", &server.url(), "transfer", "--reliable", "rq"])
+        .args(["--visibility-ms", "5000"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Without the check it would run until interrupted: killed after 10 s, not hung.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while differ.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = differ.kill();
+    let out = differ.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("differ"),
+        "{out:?}"
+    );
+    let stats = stdout(&delayq(&server, &["reliable", "stats", "rq"]));
+    assert!(stats.contains("visibility_ms 1000"), "{stats}");
+    // On a queue with no settings yet, the ones named are stored.
+    let mut transfer = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--url", &server.url(), "transfer", "--reliable", "fresh"])
+        .args(["--visibility-ms", "1500", "--max-attempts", "3"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let stored = || stdout(&delayq(&server, &["reliable", "stats", "fresh"]));
+    while !stored().contains("visibility_ms 1500") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = stored();
+    assert!(stats.contains("visibility_ms 1500"), "{stats}");
+    assert!(stats.contains("max_attempts 3"), "{stats}");
+    let pid = transfer.id().to_string();
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(transfer.wait().unwrap().success());
+}
+
+#[test]
 fn exit_codes_say_usage_or_error() {
     let server = RedisServer::start();
     assert_eq!(delayq(&server, &["bogus"]).status.code(), Some(2));
