@@ -151,7 +151,7 @@ test('receiveMany and ackMany', async () => {
   assert.deepEqual(await q.receiveMany(5, 100), []);
   assert.deepEqual(await q.ackMany(got), Array(10).fill(true));
   assert.deepEqual(await q.ackMany(got.slice(0, 2)), [false, false]);
-  assert.equal(q.lostLeases(), 2);
+  assert.equal(q.lostLeases(), 0, 'acked here already: no lease was lost');
   assert.deepEqual(await q.ackMany([]), []);
   assert.deepEqual(await q.stats(), { delayed: 0, ready: 0, inFlight: 0, dead: 0 });
   for (const n of [0, 1001, -1, 1.5, '3']) {

@@ -657,19 +657,17 @@ impl Reconnecting {
             None => {
                 let client = self.nodes.client(self.connect_timeout).await;
                 let client = client.map_err(to_redis_error)?;
-                let conn = open_within(client, self.connect_timeout)
-                    .await
-                    .map_err(|e| {
-                        self.nodes.rotate();
-                        match e.is_timeout() {
-                            // As the multiplexed connection says it (not "os error 11").
-                            true => to_redis_error(Error::Timeout(format!(
-                                "no answer from Redis within {:?} to connect",
-                                self.connect_timeout
-                            ))),
-                            false => e,
-                        }
-                    })?;
+                let conn = open_within(client, self.connect_timeout).map_err(|e| {
+                    self.nodes.rotate();
+                    match e.is_timeout() {
+                        // As the multiplexed connection says it (not "os error 11").
+                        true => to_redis_error(Error::Timeout(format!(
+                            "no answer from Redis within {:?} to connect",
+                            self.connect_timeout
+                        ))),
+                        false => e,
+                    }
+                })?;
                 with_timeouts(conn, limit)?
             }
         };
@@ -699,17 +697,19 @@ impl Reconnecting {
 
 /// A blocking connection of `client`, opened within `limit` in all. redis-rs bounds the
 /// connect and each read of the setup commands (`CLIENT SETINFO`, `AUTH`, `SELECT`) by
-/// `limit` one by one, so a silent link held the caller for a multiple of it; the opening
-/// runs on a blocking thread, left to end by itself when the limit passes.
-async fn open_within(
-    client: redis::Client,
-    limit: Duration,
-) -> redis::RedisResult<redis::Connection> {
+/// `limit` one by one, so a silent link held the caller for a multiple of it. The opening
+/// runs on a thread of its own, left to end by itself when the limit passes; the caller
+/// waits without the runtime (a process forked from one with a runtime has no runtime
+/// threads: no timer would fire and no blocking task would run).
+fn open_within(client: redis::Client, limit: Duration) -> redis::RedisResult<redis::Connection> {
     use std::io::{Error as IoError, ErrorKind as IoKind};
-    let opening = tokio::task::spawn_blocking(move || client.get_connection_with_timeout(limit));
-    match tokio::time::timeout(limit, opening).await {
-        Ok(Ok(opened)) => opened,
-        Ok(Err(ended)) => Err(IoError::other(ended).into()),
+    let (opened, opening) = std::sync::mpsc::sync_channel(1);
+    let spawned = std::thread::Builder::new()
+        .name("delayq-connect".into())
+        .spawn(move || opened.send(client.get_connection_with_timeout(limit)));
+    spawned.map_err(IoError::other)?;
+    match opening.recv_timeout(limit) {
+        Ok(opened) => opened,
         Err(_) => Err(IoError::from(IoKind::TimedOut).into()),
     }
 }
