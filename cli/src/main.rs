@@ -431,9 +431,13 @@ pub(crate) fn decode_input(value: Vec<u8>, base64: bool) -> delayq::Result<Vec<u
     if !base64 {
         return Ok(value);
     }
-    let text = String::from_utf8_lossy(&value);
+    // `base64 FILE` wraps its lines at 76 columns: whitespace is not part of the value.
+    let text: Vec<u8> = value
+        .into_iter()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
     base64::engine::general_purpose::STANDARD
-        .decode(text.trim())
+        .decode(text)
         .map_err(|e| delayq::Error::InvalidArgument(format!("value is not base64: {e}")))
 }
 

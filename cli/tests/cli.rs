@@ -85,6 +85,26 @@ fn base64_carries_binary_values_and_stdin_is_read() {
         .write_all(b"from stdin\n")
         .unwrap();
     assert!(child.wait_with_output().unwrap().status.success());
+    // Wrapped lines, as `base64 FILE` writes them, are one value.
+    let wrapped =
+        "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB\nQUFBQQ==\n";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--url", &server.url(), "--base64", "offer", "wrapped", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(wrapped.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let took = delayq(&server, &["take", "wrapped", "--timeout-ms", "5000"]);
+    assert_eq!(stdout(&took).trim_end(), "A".repeat(61));
     let took = delayq(
         &server,
         &[
