@@ -15,7 +15,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use delayq::handover::{Claim, Handover, Plain, Taken, TakenValue};
-use delayq::host::{blocking::poll_for, wakeup::Wakeup};
+use delayq::host::{blocking::poll_for_holding_signals, wakeup::Wakeup};
 use pyo3::call::PyCallArgs;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -185,7 +185,7 @@ fn wait<T: Send>(
     let mut fut = std::pin::pin!(fut);
     let mut on_exit = Some(on_exit);
     loop {
-        let poll = || poll_for(runtime().handle(), fut.as_mut(), SLICE);
+        let poll = || poll_for_holding_signals(runtime().handle(), fut.as_mut(), SLICE);
         match detach(py, poll, |_| on_exit.take().map_or((), |f| f())) {
             Some(outcome) => return outcome.map_err(to_py),
             None => py.check_signals()?,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -177,3 +178,27 @@ def test_ctrl_c_as_a_value_arrives_loses_nothing(
     while not nothing_lost() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert nothing_lost(), f"returned {sorted(got)}, left {left()}"
+
+
+def test_a_signal_while_a_reply_is_awaited_does_not_fail_the_call(name: str) -> None:
+    """Python installs its handlers without SA_RESTART: a signal that came while a blocking
+    call read its reply interrupted the read, and the call failed as a connection error
+    although the command ran. The call now gets its reply; the handler runs after it."""
+    server = RedisServer()  # paused below: no other test's server
+    fired: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda *_: fired.append(1))
+    try:
+        with delayq.Client(server.url) as client:
+            q = client.delayed_queue(name, scheduler=False)
+            q.size()  # this thread's own connection is open
+            for call in (q.size, lambda: q.offer(b"x", 100), q.size):
+                server.cli("CLIENT", "PAUSE", "500", "ALL")
+                timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1))
+                timer.start()
+                call()  # waits out the pause; the signal comes in the middle
+                timer.join()
+            assert len(fired) == 3
+            assert server.cli("ZCARD", f"redisson_delay_queue_timeout:{{{name}}}") == "1"
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        server.stop()

@@ -39,7 +39,7 @@ use redis::{
 use crate::error::{Error, Result};
 
 mod direct;
-pub(crate) use direct::{on_this_thread, Indirect};
+pub(crate) use direct::{holding_signals, on_this_thread, Indirect};
 
 /// Certificates for `rediss://` connections. Files are PEM.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -706,7 +706,12 @@ fn open_within(client: redis::Client, limit: Duration) -> redis::RedisResult<red
     let (opened, opening) = std::sync::mpsc::sync_channel(1);
     let spawned = std::thread::Builder::new()
         .name("delayq-connect".into())
-        .spawn(move || opened.send(client.get_connection_with_timeout(limit)));
+        .spawn(move || {
+            // A thread of ours: signals are for the host's threads (an interrupted read
+            // would fail the opening).
+            let _held = direct::SignalsHeld::now();
+            opened.send(client.get_connection_with_timeout(limit))
+        });
     spawned.map_err(IoError::other)?;
     match opening.recv_timeout(limit) {
         Ok(opened) => opened,

@@ -34,6 +34,9 @@ thread_local! {
     static ACTIVE: Cell<bool> = const { Cell::new(false) };
     /// This thread's connections, one per live client that used one here.
     static OWN: RefCell<Vec<Own>> = const { RefCell::new(Vec::new()) };
+    /// Whether this thread holds off asynchronous signals while it waits for a reply
+    /// (see [`holding_signals`]).
+    static HOLD_SIGNALS: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A thread's connection of one client, and the read timeout it has now.
@@ -137,12 +140,78 @@ pub fn on_this_thread<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Runs `f` with asynchronous signals held off this thread while it writes a request of
+/// its own and reads the reply: for a host whose signal handlers interrupt system calls
+/// (Python installs them without `SA_RESTART`). An interrupted read failed the request
+/// (EINTR), and redis-rs cannot take up a read it left: the reply, when it comes, is
+/// skipped. A signal sent meanwhile is taken by another thread (the runtime's), or by this
+/// one once the reply is read; the host then handles it as after any call.
+pub fn holding_signals<R>(f: impl FnOnce() -> R) -> R {
+    let before = HOLD_SIGNALS.replace(true);
+    let _restore = Restore(|| HOLD_SIGNALS.set(before));
+    f()
+}
+
 /// Restores [`ACTIVE`] when dropped (also when `f` panics).
 struct Set(bool);
 
 impl Drop for Set {
     fn drop(&mut self) {
         ACTIVE.set(self.0);
+    }
+}
+
+/// Runs its closure when dropped.
+struct Restore<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for Restore<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+/// Asynchronous signals blocked on this thread until dropped (the synchronous ones, which
+/// a fault raises on the thread itself, stay deliverable).
+pub(super) struct SignalsHeld(#[cfg(unix)] Option<libc::sigset_t>);
+
+impl SignalsHeld {
+    /// Holds them off, on this thread.
+    pub(super) fn now() -> SignalsHeld {
+        #[cfg(unix)]
+        // SAFETY: plain libc calls on sets owned here.
+        unsafe {
+            let (mut set, mut before) = (std::mem::zeroed(), std::mem::zeroed());
+            libc::sigfillset(&mut set);
+            for sync in [
+                libc::SIGSEGV,
+                libc::SIGBUS,
+                libc::SIGFPE,
+                libc::SIGILL,
+                libc::SIGTRAP,
+                libc::SIGSYS,
+            ] {
+                libc::sigdelset(&mut set, sync);
+            }
+            let held = libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut before) == 0;
+            SignalsHeld(held.then_some(before))
+        }
+        #[cfg(not(unix))]
+        SignalsHeld()
+    }
+
+    /// Holds them off if this thread is in [`holding_signals`].
+    fn if_asked() -> Option<SignalsHeld> {
+        HOLD_SIGNALS.get().then(SignalsHeld::now)
+    }
+}
+
+impl Drop for SignalsHeld {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(before) = &self.0 {
+            // SAFETY: restores the mask saved by `now`.
+            unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, before, std::ptr::null_mut()) };
+        }
     }
 }
 
@@ -166,6 +235,7 @@ pub(super) struct Blocking(pub redis::Connection);
 
 impl ConnectionLike for Blocking {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let _held = SignalsHeld::if_asked();
         let reply = redis::ConnectionLike::req_command(&mut self.0, cmd);
         Box::pin(std::future::ready(reply))
     }
@@ -177,6 +247,7 @@ impl ConnectionLike for Blocking {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         let packed = pipeline.get_packed_pipeline();
+        let _held = SignalsHeld::if_asked();
         let replies =
             redis::ConnectionLike::req_packed_commands(&mut self.0, &packed, offset, count);
         Box::pin(std::future::ready(replies))

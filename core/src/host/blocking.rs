@@ -43,6 +43,19 @@ pub fn poll_for<F: Future + ?Sized>(
     crate::connection::on_this_thread(|| poll_in(runtime, fut, slice))
 }
 
+/// [`poll_for`] for a host whose signal handlers interrupt system calls (Python's): while
+/// this thread waits for a reply on its own connection, asynchronous signals are held off
+/// it, to be taken by another thread or once the reply is read (see
+/// `connection::holding_signals`). A signal is then handled after the reply, or the
+/// response timeout, as a synchronous client such as redis-py has it.
+pub fn poll_for_holding_signals<F: Future + ?Sized>(
+    runtime: &tokio::runtime::Handle,
+    fut: Pin<&mut F>,
+    slice: Duration,
+) -> Option<F::Output> {
+    crate::connection::holding_signals(|| poll_for(runtime, fut, slice))
+}
+
 fn poll_in<F: Future + ?Sized>(
     runtime: &tokio::runtime::Handle,
     mut fut: Pin<&mut F>,
