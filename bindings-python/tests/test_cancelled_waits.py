@@ -155,3 +155,46 @@ def test_receive_many_cancelled_at_any_instant_loses_nothing(url: str, name: str
             assert len(received) + s.ready == TOTAL, f"received {len(received)}, {s}"
 
     asyncio.run(main())
+
+
+def test_a_cancelled_consume_cancels_its_handlers_and_gives_their_messages_back(
+    url: str, name: str
+) -> None:
+    """Cancelling an awaited ``consume`` while a handler runs: the handler task is
+    cancelled, and its message (and any received ahead) is ready again at once, not after
+    the 30 s lease."""
+
+    async def main() -> None:
+        async with delayq.asyncio.Client(url) as client:
+            q = client.reliable_queue(name, visibility_timeout=30)
+            await q.offer_all([(b"a", 0), (b"b", 0), (b"c", 0)])
+            started: asyncio.Queue[bytes] = asyncio.Queue()
+            cancelled: list[bytes] = []
+
+            async def handler(d: delayq.asyncio.Delivery) -> None:
+                await started.put(d.payload)
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    cancelled.append(d.payload)
+                    raise
+
+            consuming = asyncio.ensure_future(q.consume(handler, concurrency=2))
+            running = {await started.get(), await started.get()}
+            consuming.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await consuming
+            for _ in range(100):  # the handler tasks are cancelled on the loop
+                if len(cancelled) == 2:
+                    break
+                await asyncio.sleep(0.01)
+            assert set(cancelled) == running
+            back: list[bytes] = []
+            deadline = time.monotonic() + 5
+            while len(back) < 3 and time.monotonic() < deadline:
+                for d in await q.receive_many(10, 0.2):
+                    back.append(d.payload)
+                    assert await d.ack()
+            assert sorted(back) == [b"a", b"b", b"c"]
+
+    asyncio.run(main())

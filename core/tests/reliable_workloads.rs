@@ -181,6 +181,70 @@ async fn the_reaper_finds_ended_leases_behind_many_extended_ones() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_consume_dropped_while_it_runs_gives_back_what_it_holds_and_sends_its_acks() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("dropped", named(30_000, 5)).unwrap();
+    q.offer_all([
+        ("quick", Duration::ZERO, None),
+        ("stuck", Duration::ZERO, None),
+    ])
+    .await
+    .unwrap();
+    q.offer_all([
+        ("waiting1", Duration::ZERO, None),
+        ("waiting2", Duration::ZERO, None),
+    ])
+    .await
+    .unwrap();
+    q.transfer_now().await.unwrap();
+    // Two workers: one acks "quick" and runs on; the other is stuck in its handler. The
+    // consume is dropped (a cancelled task) while "stuck" runs.
+    let (started, mut stuck) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let consuming = q.consume(
+        move |d| {
+            let started = started.clone();
+            async move {
+                let payload = String::from_utf8(d.payload.clone()).unwrap();
+                started.send(payload.clone()).unwrap();
+                if payload != "quick" {
+                    std::future::pending::<()>().await;
+                }
+                Ok::<_, String>(())
+            }
+        },
+        2,
+    );
+    let dropped = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut seen = Vec::new();
+        while !(seen.iter().any(|p| p == "quick") && seen.len() >= 3) {
+            seen.push(stuck.recv().await.unwrap());
+        }
+    });
+    tokio::select! {
+        _ = consuming => panic!("consume returned"),
+        r = dropped => r.expect("the handlers started"),
+    }
+    // Given back at once (not after the 30 s lease); "quick" acked, not given back.
+    let mut back = Vec::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(5);
+    while back.len() < 3 && tokio::time::Instant::now() < until {
+        for d in q
+            .receive_many(10, Some(Duration::from_millis(200)))
+            .await
+            .unwrap()
+        {
+            back.push(String::from_utf8(d.payload.clone()).unwrap());
+            d.ack().await.unwrap();
+        }
+    }
+    back.sort();
+    assert_eq!(back, ["stuck", "waiting1", "waiting2"]);
+    assert_eq!(q.stats().await.unwrap(), ReliableStats::default());
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn consume_keeps_a_long_handler_leased_so_it_runs_once() {
     let server = RedisServer::start();
     let c = Client::connect(&server.url()).await.unwrap();

@@ -73,6 +73,31 @@ _last: tuple[object, Any] = (None, None)
 _handling: set[asyncio.Task[None]] = set()
 
 
+class Consumer:
+    """The handler of one awaited ``consume`` call, and the tasks running it now: when the
+    call ends (cancelled, or closed past its deadline) they are cancelled, since core gave
+    their messages back."""
+
+    __slots__ = ("handler", "running")
+
+    def __init__(self, handler: Callable[[Any], Any]) -> None:
+        self.handler = handler
+        self.running: set[asyncio.Task[None]] = set()
+
+    def __call__(self, delivery: Any) -> Any:
+        return self.handler(delivery)
+
+
+async def consuming(call: Awaitable[None], consumer: Consumer) -> None:
+    """Awaits an awaited ``consume`` call; once it ends, however, cancels the handler tasks
+    still running (their messages were given back: their outcome would count for nothing)."""
+    try:
+        await call
+    finally:
+        for task in list(consumer.running):
+            task.cancel()
+
+
 def _wake(completer: _delayq.Completer) -> None:
     """The loop's reader of ``completer``: sets the waiters of the calls that returned, and
     starts a task for each delivery an awaited ``consume`` handed over."""
@@ -81,6 +106,9 @@ def _wake(completer: _delayq.Completer) -> None:
             task = asyncio.ensure_future(_handle(*item))
             _handling.add(task)  # (the loop keeps only a weak reference)
             task.add_done_callback(_handling.discard)
+            if type(item[0]) is Consumer:
+                item[0].running.add(task)
+                task.add_done_callback(item[0].running.discard)
         elif not item.done():  # done already: the task was cancelled
             item.set_result(None)
 

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, Optional, T
 from . import _delayq, _logs
 from ._aio import (
     Awaiting,
+    Consumer,
     Way,
     awaited_handler,
     blocking_handler,
     call,
     connector,
+    consuming,
     loop,
     made,
     twin,
@@ -553,7 +555,8 @@ class ReliableQueue(_Reliable):
         whose `__call__` is one) raises `InvalidArgument` at once; a call that returns no
         awaitable anyway fails (nack)."""
         awaited_handler(handler)
-        return Awaiting(self._q.consume(loop(), handler, concurrency))
+        consumer = Consumer(handler)
+        return consuming(Awaiting(self._q.consume(loop(), consumer, concurrency)), consumer)
 
     def close(self, deadline: Optional[Seconds] = None) -> None:
         """Closes this handle. Without `deadline`, at once: later calls (and a pending

@@ -204,6 +204,14 @@ impl ReliableQueue {
                 slot,
             ));
         }
+        // Dropped before it returns (a cancelled task, a binding's Ctrl-C or given-up
+        // call), this consume still gives back what it holds and sends its acks.
+        let mut on_drop = GiveBackOnDrop(Some(Held {
+            queue: self.clone(),
+            running: current,
+            rx,
+            acker,
+        }));
         let received = self.receive_into(&tx, &buffered, concurrency).await;
         drop(tx);
 
@@ -218,22 +226,9 @@ impl ReliableQueue {
         if !finished {
             workers.abort_all();
             drain(&mut workers).await;
-            for slot in &current {
-                let taken = slot.lock().expect("slot lock").take();
-                if let Some(d) = taken {
-                    tracing::warn!(queue = %self.name(), id = %d.id, "handler still running at close; its message is given back");
-                    let _ = d.release().await;
-                }
-            }
         }
-        // Deliveries received but not started go back at once.
-        let mut rx = rx.lock().await;
-        while let Ok(d) = rx.try_recv() {
-            if let Err(e) = d.release().await {
-                tracing::warn!(queue = %self.name(), error = %e, "could not give back a prefetched delivery; it returns after its lease ends");
-            }
-        }
-        acker.finish().await;
+        let held = on_drop.0.take().expect("held until now");
+        held.give_back(!finished, "at close").await;
         received
     }
 
@@ -337,6 +332,55 @@ impl ReliableQueue {
                 Some(closing) => closing.await,
                 None => Ok(()),
             }
+        }
+    }
+}
+
+/// What a consume call holds when it stops: the deliveries of its workers, those received
+/// and not started, the acks handed over and not yet sent.
+struct Held {
+    queue: ReliableQueue,
+    running: Vec<Current>,
+    rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Delivery>>>,
+    acker: Acker,
+}
+
+impl Held {
+    /// Gives back the messages of handlers still running (when `abandoned`: their workers
+    /// were stopped) and of deliveries not started, and sends the acks handed over.
+    async fn give_back(self, abandoned: bool, when: &str) {
+        let name = self.queue.name();
+        if abandoned {
+            for slot in &self.running {
+                let taken = slot.lock().expect("slot lock").take();
+                if let Some(d) = taken {
+                    tracing::warn!(queue = %name, id = %d.id, "handler still running {when}; its message is given back and may be processed again");
+                    let _ = d.release().await;
+                }
+            }
+        }
+        // Deliveries received but not started go back at once.
+        let mut rx = self.rx.lock().await;
+        rx.close();
+        while let Ok(d) = rx.try_recv() {
+            if let Err(e) = d.release().await {
+                tracing::warn!(queue = %name, error = %e, "could not give back a prefetched delivery; it returns after its lease ends");
+            }
+        }
+        self.acker.finish().await;
+    }
+}
+
+/// Gives back what a consume call holds when it is dropped before it returned: its
+/// workers are aborted with it, so running handlers are abandoned, as at a close past its
+/// deadline (a handler that runs on in a host thread finishes unsettled).
+struct GiveBackOnDrop(Option<Held>);
+
+impl Drop for GiveBackOnDrop {
+    fn drop(&mut self) {
+        if let Some(held) = self.0.take() {
+            let runtime = held.queue.inner.handle.runtime().clone();
+            runtime.spawn(held.give_back(true, "when its consume was cancelled"));
         }
     }
 }
