@@ -21,7 +21,7 @@
 //! A cluster goes through redis-rs's `cluster_async`, with the same response timeout.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -547,6 +547,39 @@ struct Reconnecting {
     connecting: tokio::sync::Mutex<()>,
     /// The connections of threads that make their requests themselves (`direct`).
     own: direct::Owner,
+    /// When the shared connection last answered, in ms since `born` (see [`CHECK_IDLE`]).
+    answered_ms: AtomicU64,
+    born: std::time::Instant,
+}
+
+/// A connection that has not answered for this long is asked a `PING` before a request
+/// goes over it. A server closes connections while they are idle (a restart, its `timeout`
+/// setting, a proxy, `CLIENT KILL`): the next request over one failed as a connection
+/// error whose outcome the caller could not know, though it was never sent. Closed, the
+/// connection is replaced first; silent, the request fails without being sent.
+const CHECK_IDLE: Duration = Duration::from_secs(1);
+
+/// What a `PING` found of an idle connection.
+enum Checked {
+    Answered,
+    /// Closed by the server (or it leads to no master now): open another.
+    Spent(RedisError),
+    /// No answer in time, or another failure: the request fails with it, unsent.
+    Failed(RedisError),
+}
+
+impl Checked {
+    fn of(pinged: redis::RedisResult<()>) -> Checked {
+        match pinged {
+            Ok(()) => Checked::Answered,
+            Err(e) if e.is_timeout() => Checked::Failed(to_redis_error(Error::Timeout(
+                "no answer from Redis to a PING of an idle connection; the request was not sent"
+                    .into(),
+            ))),
+            Err(e) if connection_is_spent(&e) => Checked::Spent(e),
+            Err(e) => Checked::Failed(e),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -588,6 +621,7 @@ impl Reconnecting {
             Ok(c) => {
                 s.conn = Some(c.clone());
                 s.failed = None;
+                self.answered(); // just opened
                 Ok((s.generation, c))
             }
             Err(e) => {
@@ -627,9 +661,16 @@ impl Reconnecting {
             return self.request_directly(limit, send).await;
         }
         let (generation, conn) = self.get().await.map_err(to_redis_error)?;
+        let (generation, conn) = match self.idle() >= CHECK_IDLE {
+            true => self.checked(generation, conn).await?,
+            false => (generation, conn),
+        };
         let mut conn = Conn::Shared(conn);
         match tokio::time::timeout(limit, send(&mut conn)).await {
-            Ok(Ok(v)) => Ok(v),
+            Ok(Ok(v)) => {
+                self.answered();
+                Ok(v)
+            }
             Ok(Err(e)) => {
                 if connection_is_spent(&e) {
                     self.discard(generation);
@@ -644,6 +685,44 @@ impl Reconnecting {
         }
     }
 
+    /// How long the shared connection has not answered.
+    fn idle(&self) -> Duration {
+        let answered = Duration::from_millis(self.answered_ms.load(Ordering::Relaxed));
+        self.born.elapsed().saturating_sub(answered)
+    }
+
+    fn answered(&self) {
+        let now = self.born.elapsed().as_millis() as u64;
+        self.answered_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// Asks the idle shared connection of `generation` a `PING` (see [`CHECK_IDLE`]): the
+    /// connection to send a request over, a new one if the server had closed it.
+    async fn checked(
+        &self,
+        generation: u64,
+        mut conn: MultiplexedConnection,
+    ) -> redis::RedisResult<(u64, MultiplexedConnection)> {
+        let ping = redis::cmd("PING");
+        let pinged = tokio::time::timeout(self.response_timeout, ping.query_async(&mut conn));
+        let pinged = pinged.await.unwrap_or_else(|_| Err(timed_out()));
+        match Checked::of(pinged) {
+            Checked::Answered => {
+                self.answered();
+                Ok((generation, conn))
+            }
+            Checked::Spent(e) => {
+                self.discard(generation);
+                tracing::debug!(error = %e, "an idle connection was closed by the server; replaced before the request");
+                self.get().await.map_err(to_redis_error)
+            }
+            Checked::Failed(e) => {
+                self.discard(generation);
+                Err(e)
+            }
+        }
+    }
+
     /// [`Reconnecting::request_within`] over this thread's own connection (see `direct`),
     /// with `limit` as its read and write timeouts.
     async fn request_directly<T>(
@@ -651,7 +730,21 @@ impl Reconnecting {
         limit: Duration,
         send: impl AsyncFnOnce(&mut Conn) -> redis::RedisResult<T>,
     ) -> redis::RedisResult<T> {
-        let conn = match self.own.take() {
+        let kept = match self.own.take() {
+            Some((conn, _, used)) if used.elapsed() >= CHECK_IDLE => {
+                let mut conn = with_timeouts(conn, self.response_timeout)?;
+                match Checked::of(direct::ping(&mut conn)) {
+                    Checked::Answered => Some((conn, self.response_timeout)),
+                    Checked::Spent(e) => {
+                        tracing::debug!(error = %e, "an idle connection was closed by the server; replaced before the request");
+                        None
+                    }
+                    Checked::Failed(e) => return Err(e),
+                }
+            }
+            kept => kept.map(|(conn, timeout, _)| (conn, timeout)),
+        };
+        let conn = match kept {
             Some((conn, timeout)) if timeout == limit => conn,
             Some((conn, _)) => with_timeouts(conn, limit)?,
             None => {
@@ -730,6 +823,11 @@ pub(crate) fn connection_is_spent(e: &RedisError) -> bool {
 }
 
 /// The error of a request whose reply did not come: the request may have run.
+/// A request's own time limit passed (as an I/O timeout: `is_timeout`).
+fn timed_out() -> RedisError {
+    std::io::Error::from(std::io::ErrorKind::TimedOut).into()
+}
+
 pub(crate) fn reply_lost(limit: Duration) -> RedisError {
     RedisError::from(std::io::Error::new(
         std::io::ErrorKind::ConnectionAborted,
@@ -950,6 +1048,8 @@ impl Connection {
                 state: Mutex::new(ReconnectState::default()),
                 connecting: tokio::sync::Mutex::new(()),
                 own: direct::Owner::new(),
+                answered_ms: AtomicU64::new(0),
+                born: std::time::Instant::now(),
             });
             // Connect now, so that a wrong URL or password fails `connect`. A server that
             // wants a password the URL lacks accepts the connection: ask it something.

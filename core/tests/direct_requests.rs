@@ -174,3 +174,26 @@ fn a_connection_opened_while_the_server_stalls_fails_in_the_connect_timeout_and_
     drop(frozen);
     client.close();
 }
+
+/// A connection the server closed while it was idle (a restart, its `timeout` setting, a
+/// proxy, `CLIENT KILL`) is found closed by a `PING` before the next request, and replaced:
+/// the request is sent once, over the new one, on the shared connection and on a host
+/// thread's own alike. (Before, it failed as a connection error, though never sent.)
+#[test]
+fn a_connection_the_server_closed_while_idle_is_replaced_before_the_next_request() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    let client = rt.block_on(Client::connect(&server.url())).unwrap();
+    let q = client.delayed_queue_with("idle", no_scheduler()).unwrap();
+    rt.block_on(q.size()).unwrap(); // the shared connection
+    block(&rt, q.size()).unwrap(); // this thread's own
+    let killed = server.cli(&["CLIENT", "KILL", "TYPE", "normal"]);
+    assert!(killed.trim().parse::<u32>().unwrap() >= 2, "{killed}");
+    std::thread::sleep(Duration::from_millis(1200));
+    rt.block_on(q.offer("shared", Duration::from_secs(60)))
+        .expect("the shared connection was replaced before the offer");
+    block(&rt, q.offer("own", Duration::from_secs(60)))
+        .expect("the thread's connection was replaced before the offer");
+    assert_eq!(block(&rt, q.size()).unwrap(), 2, "each offer ran once");
+    client.close();
+}

@@ -24,7 +24,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
@@ -45,7 +45,8 @@ struct Own {
     /// `random::forks()` when it was opened: a child forked since shares its socket with
     /// the parent, and must not read the parent's replies.
     forks: u64,
-    conn: Option<(redis::Connection, Duration)>,
+    /// The connection, its read timeout, and when it was last put back after a request.
+    conn: Option<(redis::Connection, Duration, Instant)>,
 }
 
 /// Marks one client's connections on every thread: closed, each is dropped at its
@@ -92,7 +93,7 @@ impl Owner {
 
     /// Takes this thread's connection out (None: there is none yet), dropping the
     /// connections of closed clients on the way.
-    pub(super) fn take(&self) -> Option<(redis::Connection, Duration)> {
+    pub(super) fn take(&self) -> Option<(redis::Connection, Duration, Instant)> {
         OWN.with_borrow_mut(|own| {
             let forks = crate::random::forks();
             own.retain(|o| !o.owner.load(Ordering::Acquire) && o.forks == forks);
@@ -109,7 +110,7 @@ impl Owner {
             return;
         }
         OWN.with_borrow_mut(|own| {
-            let conn = Some((conn, read_timeout));
+            let conn = Some((conn, read_timeout, Instant::now()));
             match own.iter_mut().find(|o| Arc::ptr_eq(&o.owner, &self.closed)) {
                 Some(mine) => mine.conn = conn,
                 None => own.push(Own {
@@ -227,6 +228,12 @@ impl<F: Future> Future for Indirect<F> {
         // SAFETY: the inner future is never moved out of its pin.
         unsafe { self.map_unchecked_mut(|s| &mut s.0) }.poll(cx)
     }
+}
+
+/// Asks `conn` a `PING` (an idle connection, before a request goes over it).
+pub(super) fn ping(conn: &mut redis::Connection) -> redis::RedisResult<()> {
+    let _held = SignalsHeld::if_asked();
+    redis::cmd("PING").query(conn)
 }
 
 /// A synchronous connection used as an async one: each request is written and its reply
