@@ -87,8 +87,8 @@ impl Handle {
     /// after it sent the value but before the caller's future was polled again (the
     /// receiving end, dropped, finds the value in the channel).
     ///
-    /// `op(conn, wait)` runs one blocking command that waits at most `wait` on the server.
-    /// A long wait (or `None`: forever) is split into waits of at most [`WAIT_CHUNK`],
+    /// `op(conn, wait)` runs one blocking command that waits at most `wait` on the server;
+    /// a zero `wait` (a timeout of zero) asks for a read that does not block. A long wait (or `None`: forever) is split into waits of at most [`WAIT_CHUNK`],
     /// each with a client-side deadline [`REPLY_MARGIN`] past its server-side one: a
     /// connection whose reply is later than that is taken for dead (a silent partition)
     /// and the wait goes on over a fresh one. Connection errors are retried the same way
@@ -244,7 +244,8 @@ where
             return Ok(None);
         }
         attempted = true;
-        // At least 1 ms: a zero wait means "forever" to BLPOP and XREADGROUP.
+        // At least 1 ms: a zero wait means "forever" to BLPOP and XREADGROUP (an op given
+        // a zero wait below reads without blocking).
         let wait = left
             .map_or(WAIT_CHUNK, |l| l.min(WAIT_CHUNK))
             .max(Duration::from_millis(1));
@@ -260,7 +261,14 @@ where
                 }
             },
         };
-        let mut pending = Box::pin(op(dedicated, wait));
+        // A call that waits nothing (timeout 0) gets a zero wait: each op reads without
+        // blocking then (`BLOCK 1` would wait for Redis's timer, 100 ms at its default hz).
+        let op_wait = if left == Some(Duration::ZERO) {
+            Duration::ZERO
+        } else {
+            wait
+        };
+        let mut pending = Box::pin(op(dedicated, op_wait));
         match tokio::time::timeout(wait + REPLY_MARGIN, &mut pending).await {
             Ok((dedicated, Ok(Some(value)))) => {
                 conn.release(dedicated);

@@ -1321,8 +1321,11 @@ impl ReliableQueue {
                             let reply = sweep_shards(&conn, &queue, n, wait, bell).await;
                             return (conn, reply);
                         }
-                        let block_ms = wait.as_millis().clamp(1, u64::MAX as u128) as u64;
-                        let reply = read_ready(&mut conn, &queue, 0, n, Some(block_ms)).await;
+                        // No wait (`receive(0)`): a read without BLOCK. `BLOCK 1` waited
+                        // for Redis's timer (100 ms at its default `hz`) on an empty queue.
+                        let block_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                        let block_ms = (block_ms > 0).then_some(block_ms);
+                        let reply = read_ready(&mut conn, &queue, 0, n, block_ms).await;
                         (conn, reply)
                     }
                 },

@@ -848,3 +848,36 @@ async fn work_done_while_leased_keeps_its_lease() {
     }
     assert_eq!(q.stats().await.unwrap(), ReliableStats::default());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_receive_that_waits_nothing_reads_without_blocking() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("zero", opts(30_000, 5)).unwrap();
+    q.stats().await.unwrap();
+    // On an empty queue: an answer at once, not after Redis's timer for `BLOCK 1` (100 ms
+    // each at its default hz, 1 s for the ten).
+    let started = std::time::Instant::now();
+    for _ in 0..10 {
+        assert!(q.receive(Some(Duration::ZERO)).await.unwrap().is_none());
+        assert!(q
+            .receive_many(5, Some(Duration::ZERO))
+            .await
+            .unwrap()
+            .is_empty());
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(500),
+        "20 empty reads took {took:?}"
+    );
+    q.offer("x", Duration::ZERO, None).await.unwrap();
+    q.transfer_now().await.unwrap();
+    let d = q
+        .receive(Some(Duration::ZERO))
+        .await
+        .unwrap()
+        .expect("ready");
+    assert!(d.ack().await.unwrap());
+    c.close();
+}
