@@ -390,6 +390,16 @@ impl std::fmt::Debug for Delivery {
     }
 }
 
+/// How a nack or give-back ended a delivery (the nack script's answer).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Ended {
+    /// Ended before (acked, nacked, or its lease lost): nothing done.
+    Already,
+    /// Back in the queue, for another attempt.
+    Retried,
+    /// Its last attempt: moved to the dead letters.
+    Dead,
+}
 impl Delivery {
     /// When this delivery's lease ends (server Unix ms): past it, the message may be
     /// handed to another consumer. Moved by [`Delivery::extend`].
@@ -420,7 +430,12 @@ impl Delivery {
     /// Returns false when this delivery had already ended.
     pub async fn nack(&self, delay: Option<Duration>) -> Result<bool> {
         let nacked = self.queue.nack(&self.receipt, self.shard, delay, true);
-        nacked.await.inspect(|_| self.end())
+        let ended = nacked.await.inspect(|_| self.end())?;
+        if ended == Ended::Dead {
+            let (queue, id, attempt) = (self.queue.name(), &self.id, self.attempt);
+            tracing::warn!(%queue, %id, attempt, "message moved to the dead letters after its last attempt");
+        }
+        Ok(ended != Ended::Already)
     }
 
     /// Moves the end of this delivery's lease to `duration` from now (SQS's
@@ -450,7 +465,8 @@ impl Delivery {
         let given = self
             .queue
             .give_back(&self.receipt, self.shard, Some(Duration::ZERO), false);
-        given.await.inspect(|_| self.end())
+        let ended = given.await.inspect(|_| self.end())?;
+        Ok(ended != Ended::Already)
     }
 
     fn end(&self) {
@@ -1413,7 +1429,7 @@ impl ReliableQueue {
         shard: u32,
         delay: Option<Duration>,
         count_attempt: bool,
-    ) -> Result<bool> {
+    ) -> Result<Ended> {
         self.client_open()?;
         self.give_back(receipt, shard, delay, count_attempt).await
     }
@@ -1426,7 +1442,7 @@ impl ReliableQueue {
         shard: u32,
         delay: Option<Duration>,
         count_attempt: bool,
-    ) -> Result<bool> {
+    ) -> Result<Ended> {
         let ms: i64 = match delay {
             Some(d) => delay_to_millis(d)? as i64,
             None => -1,
@@ -1451,7 +1467,11 @@ impl ReliableQueue {
             };
             metrics::record(Reliable, self.name(), event);
         }
-        Ok(n != 0)
+        Ok(match n {
+            0 => Ended::Already,
+            2 => Ended::Dead,
+            _ => Ended::Retried,
+        })
     }
 
     /// Counts of delayed, ready, in-flight and dead messages (added up over the shards).

@@ -1,4 +1,5 @@
-//! An undecodable entry moved aside is logged where the application sees it (SPEC section
+//! An undecodable entry moved aside, a failed handler and a burial are logged where the
+//! application sees it (SPEC section
 //! 5: "moved aside ... and logged"; section 6: a failing transfer task is never silent):
 //! through `tracing`, which each binding forwards to its language's logging, not only the
 //! Redis server's log. A test binary of its own: it installs core's log forwarding.
@@ -13,7 +14,7 @@ use delayq::logs::{LogLevel, LogRecord};
 use delayq::{Client, ReliableQueueOptions};
 
 #[tokio::test(flavor = "multi_thread")]
-async fn undecodable_entries_moved_aside_are_logged_for_both_kinds_of_queue() {
+async fn corrupt_entries_failed_handlers_and_burials_are_logged_as_warnings() {
     let records: Arc<Mutex<Vec<LogRecord>>> = Arc::default();
     let sink = records.clone();
     assert!(delayq::logs::forward(move |r| sink.lock().unwrap().push(r)));
@@ -60,4 +61,51 @@ async fn undecodable_entries_moved_aside_are_logged_for_both_kinds_of_queue() {
         .map(|r| r.message.clone())
         .collect();
     assert!(logged, "records: {seen:?}");
+
+    // A handler that fails, and the message that goes to the dead letters after its last
+    // attempt, are warnings too: at the level an application sees by default.
+    let opts = ReliableQueueOptions {
+        max_attempts: Some(1),
+        ..Default::default()
+    };
+    let dq = c.reliable_queue("buried", opts).unwrap();
+    let id = dq.offer("doomed", Duration::ZERO, None).await.unwrap();
+    let consuming = dq.clone();
+    let consumer = tokio::spawn(async move {
+        let failing = |_d| async { Err::<(), _>("no luck") };
+        consuming.consume(failing, 1).await
+    });
+    let warned_of = |words: &'static str| {
+        let id = id.clone();
+        let records = records.clone();
+        move || {
+            let (records, id) = (records.clone(), id.clone());
+            async move {
+                records.lock().unwrap().iter().any(|r| {
+                    r.level == LogLevel::Warn
+                        && r.message.contains(words)
+                        && r.message.contains(&format!("id={id}"))
+                })
+            }
+        }
+    };
+    let failed = common::eventually(Duration::from_secs(10), warned_of("handler failed")).await;
+    let buried = common::eventually(
+        Duration::from_secs(10),
+        warned_of("moved to the dead letters"),
+    )
+    .await;
+    dq.close();
+    consumer.await.unwrap().unwrap();
+    let again = c
+        .reliable_queue("buried", ReliableQueueOptions::default())
+        .unwrap();
+    assert_eq!(again.stats().await.unwrap().dead, 1);
+    let seen: Vec<String> = records
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.message.clone())
+        .collect();
+    assert!(failed && buried, "records: {seen:?}");
 }

@@ -447,7 +447,7 @@ async fn worker<F, Fut, E>(
                 Ok(true)
             }
             Ok(Err(e)) => {
-                tracing::info!(queue = %queue.name(), id = %delivery.id, attempt = delivery.attempt, error = %e, "handler failed; nacking");
+                tracing::warn!(queue = %queue.name(), id = %delivery.id, attempt = delivery.attempt, error = %e, "handler failed; nacking");
                 delivery.nack(None).await
             }
             Err(_) => {
