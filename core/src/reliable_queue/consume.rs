@@ -354,7 +354,7 @@ impl Held {
             for slot in &self.running {
                 let taken = slot.lock().expect("slot lock").take();
                 if let Some(d) = taken {
-                    tracing::warn!(queue = %name, id = %d.id, "handler still running {when}; its message is given back and may be processed again");
+                    tracing::warn!(queue = %name, id = %d.id, "delivery not settled {when} (its handler still running, or just ended); its message is given back and may be processed again");
                     let _ = d.release().await;
                 }
             }
