@@ -10,7 +10,7 @@ use pyo3::call::PyCallArgs;
 use pyo3::prelude::*;
 
 use crate::convert::{count, delay, items, opt_delay, opt_string, string, strings};
-use crate::convert::{timeout, tuple, value, wrong, Obj};
+use crate::convert::{delay_named, duration, timeout, tuple, value, wrong, Obj};
 use crate::exit;
 use crate::runtime::{calls, none, run, Aio, Made, Taking, R};
 
@@ -128,7 +128,11 @@ calls! { ReliableQueue(q) {
     };
     fn purge_dead() = async move { q.purge_dead().await };
     // Given up, a graceful close closes at once.
-    fn close(deadline: Option<Obj<'_>>) = { let closing = q.close_within(timeout(deadline)?); async move { closing.await.map(none) } };
+    fn close(deadline: Option<Obj<'_>>) = {
+        let deadline = deadline.map(|d| duration(&d, "deadline")).transpose()?;
+        let closing = q.close_within(deadline);
+        async move { closing.await.map(none) }
+    };
 }
 
     #[getter]
@@ -166,7 +170,10 @@ calls! { ReliableQueue(q) {
 }
 
 calls! { Delivery(d) {
-    fn extend(duration: Obj<'_>) = { let duration = delay(&duration)?; async move { d.extend(duration).await } };
+    fn extend(duration: Obj<'_>) = {
+        let duration = delay_named(&duration, "duration")?;
+        async move { d.extend(duration).await }
+    };
     fn ack() = async move { d.ack().await };
     fn nack(t: Option<Obj<'_>>) = { let t = opt_delay(t)?; async move { d.nack(t).await } };
 }

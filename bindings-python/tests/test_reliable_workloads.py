@@ -117,7 +117,7 @@ def test_a_lease_extends_and_a_lost_one_says_so(url: str, name: str) -> None:
         assert not d.ack()
         assert q.lost_leases == 1
         assert again.ack()
-        with pytest.raises(delayq.InvalidArgument):
+        with pytest.raises(delayq.InvalidArgument, match="duration must not be negative"):
             again.extend(-1)
 
 
@@ -279,7 +279,7 @@ def test_close_without_deadline_is_immediate(url: str, name: str) -> None:
         # A delivery of a closed handle can still be settled.
         assert d.extend(10)
         assert d.ack()
-        with pytest.raises(delayq.InvalidArgument):
+        with pytest.raises(delayq.InvalidArgument, match="deadline must not be negative"):
             client.reliable_queue(name).close(deadline=-1)
 
 
