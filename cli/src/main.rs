@@ -321,7 +321,18 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             client.close();
             Ok(())
         }
-        Command::Bench(args) => bench::run(&cli.url, args).await,
+        Command::Bench(args) => {
+            let tls = cli.tls_ca_file.is_some()
+                || cli.tls_cert_file.is_some()
+                || cli.tls_key_file.is_some();
+            if cli.cluster || tls || cli.wait_replicas.is_some() || cli.wait_aof {
+                // Its baselines (redis-benchmark, bare commands) reach one plain server.
+                return Err(delayq::Error::InvalidArgument(
+                    "bench measures the one server of --url: --cluster, --tls-* and --wait-* do not apply (bench shards takes --cluster-seeds)".into(),
+                ));
+            }
+            bench::run(&cli.url, args).await
+        }
         Command::Reliable(args) => {
             let deadline = args.timeout().map(|t| Instant::now() + t);
             reliable::run(

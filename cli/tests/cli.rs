@@ -290,6 +290,17 @@ fn exit_codes_say_usage_or_error() {
         delayq(&server, &["offer", "", "5", "x"]).status.code(),
         Some(2)
     );
+    // Options bench would not honour are refused, not ignored.
+    for refused in [
+        &["--wait-replicas", "1", "bench", "offer"][..],
+        &["--cluster", "bench", "offer"][..],
+        &["--tls-ca-file", "/nonexistent", "bench", "offer"][..],
+    ] {
+        let out = delayq(&server, refused);
+        assert_eq!(out.status.code(), Some(2), "{refused:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("bench measures the one server"), "{err}");
+    }
     // A webhook timeout of 0 would fail every attempt at once.
     let serve = [
         "serve",
