@@ -245,6 +245,71 @@ async fn a_consume_dropped_while_it_runs_gives_back_what_it_holds_and_sends_its_
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn handlers_that_end_soon_after_their_consume_was_dropped_are_settled() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("grace", named(30_000, 5)).unwrap();
+    q.offer_all([
+        ("ok", Duration::ZERO, None),
+        ("fails", Duration::ZERO, None),
+    ])
+    .await
+    .unwrap();
+    q.transfer_now().await.unwrap();
+    // Both handlers wait for `go`, sent only after the consume was dropped (as a host's
+    // handler returns, or is cancelled, just after its consume was cancelled).
+    let (go, wait) = tokio::sync::watch::channel(false);
+    let (started, mut running) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let consuming = q.consume(
+        move |d| {
+            let (mut wait, started) = (wait.clone(), started.clone());
+            async move {
+                started.send(()).unwrap();
+                wait.wait_for(|go| *go).await.unwrap();
+                match d.payload.as_slice() {
+                    b"ok" => Ok(()),
+                    _ => Err("cancelled"),
+                }
+            }
+        },
+        2,
+    );
+    let both = async {
+        running.recv().await.unwrap();
+        running.recv().await.unwrap();
+    };
+    tokio::select! {
+        _ = consuming => panic!("consume returned"),
+        _ = tokio::time::timeout(Duration::from_secs(10), both) => {}
+    }
+    // The handlers end 200 ms after the drop (the scenario, not a synchronisation): inside
+    // the grace a dropped consume gives its running handlers.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    go.send(true).unwrap();
+    // "ok" is acked; "fails" comes back at once, its attempt not counted.
+    let mut back = Vec::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(5);
+    while back.is_empty() && tokio::time::Instant::now() < until {
+        back = q
+            .receive_many(10, Some(Duration::from_millis(200)))
+            .await
+            .unwrap();
+    }
+    let got: Vec<_> = back
+        .iter()
+        .map(|d| (d.payload.clone(), d.attempt))
+        .collect();
+    assert_eq!(got, [(b"fails".to_vec(), 1)]);
+    assert!(back[0].ack().await.unwrap());
+    assert_eq!(
+        q.stats().await.unwrap(),
+        ReliableStats::default(),
+        "ok was acked"
+    );
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn consume_keeps_a_long_handler_leased_so_it_runs_once() {
     let server = RedisServer::start();
     let c = Client::connect(&server.url()).await.unwrap();

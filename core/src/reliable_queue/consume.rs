@@ -15,7 +15,9 @@
 //!   call (a consume returns only after every ack handed over was sent).
 //!
 //! A graceful close stops the receiver, lets running handlers finish (up to the deadline),
-//! settles them, gives back the buffered deliveries no handler started, then closes.
+//! settles them, gives back the buffered deliveries no handler started, then closes. A
+//! consume call dropped before it returns (a cancelled task) does the same in a task of its
+//! own, with a grace of [`DROP_GRACE`] for its running handlers.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -27,6 +29,7 @@ use futures_util::FutureExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::{Delivery, ReliableQueue, MAX_RECEIVE};
 use crate::error::{Error, ErrorKind, Result};
@@ -192,6 +195,7 @@ impl ReliableQueue {
         let _keeper = AbortOnDrop(buffered.keep(self, visibility));
         let mut workers = JoinSet::new();
         let mut current = Vec::new();
+        let dropped = CancellationToken::new();
         for _ in 0..concurrency {
             let slot: Current = Arc::default();
             current.push(slot.clone());
@@ -201,33 +205,36 @@ impl ReliableQueue {
                 (rx.clone(), buffered.clone()),
                 acker.clone(),
                 visibility,
-                slot,
+                (slot, dropped.clone()),
             ));
         }
         // Dropped before it returns (a cancelled task, a binding's Ctrl-C or given-up
-        // call), this consume still gives back what it holds and sends its acks.
+        // call), this consume still settles or gives back what it holds and sends its acks
+        // (`Held::after_drop`).
         let mut on_drop = GiveBackOnDrop(Some(Held {
             queue: self.clone(),
             running: current,
             rx,
             acker,
+            workers,
+            dropped,
         }));
         let received = self.receive_into(&tx, &buffered, concurrency).await;
         drop(tx);
 
         // Stopping: let the workers finish their handlers, up to the graceful deadline.
+        let mut held = on_drop.0.take().expect("held until now");
         let deadline = *self.inner.graceful_deadline.lock().expect("deadline lock");
         let finished = match deadline {
-            Some(deadline) => tokio::time::timeout_at(deadline, drain(&mut workers))
+            Some(deadline) => tokio::time::timeout_at(deadline, drain(&mut held.workers))
                 .await
                 .is_ok(),
             None => false,
         };
         if !finished {
-            workers.abort_all();
-            drain(&mut workers).await;
+            held.workers.abort_all();
+            drain(&mut held.workers).await;
         }
-        let held = on_drop.0.take().expect("held until now");
         held.give_back(!finished, "at close").await;
         received
     }
@@ -336,16 +343,54 @@ impl ReliableQueue {
     }
 }
 
-/// What a consume call holds when it stops: the deliveries of its workers, those received
-/// and not started, the acks handed over and not yet sent.
+/// What a consume call holds when it stops: its workers and their deliveries, those
+/// received and not started, the acks handed over and not yet sent.
 struct Held {
     queue: ReliableQueue,
     running: Vec<Current>,
     rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Delivery>>>,
     acker: Acker,
+    workers: JoinSet<()>,
+    /// Cancelled when the consume call was dropped: workers take no more deliveries, and
+    /// a handler that fails from then on gives its message back (see `worker`).
+    dropped: CancellationToken,
 }
 
+/// How long the handlers running when a consume call is dropped may still end and be
+/// settled: an outcome already on its way (a host's handler that just returned) is
+/// acked, not lost with its worker.
+const DROP_GRACE: Duration = Duration::from_secs(1);
+
 impl Held {
+    /// After the consume call was dropped: gives back the deliveries not started, lets the
+    /// running handlers end for up to [`DROP_GRACE`] (settled as usual, but a failure gives
+    /// the message back), then abandons the rest as a close past its deadline does.
+    async fn after_drop(mut self) {
+        self.dropped.cancel();
+        let finished = tokio::time::timeout(DROP_GRACE, async {
+            self.give_back_buffered().await;
+            drain(&mut self.workers).await;
+        })
+        .await
+        .is_ok();
+        if !finished {
+            self.workers.abort_all();
+            drain(&mut self.workers).await;
+        }
+        self.give_back(!finished, "when its consume was cancelled")
+            .await;
+    }
+
+    async fn give_back_buffered(&self) {
+        let mut rx = self.rx.lock().await;
+        rx.close();
+        while let Ok(d) = rx.try_recv() {
+            if let Err(e) = d.release().await {
+                tracing::warn!(queue = %self.queue.name(), error = %e, "could not give back a prefetched delivery; it returns after its lease ends");
+            }
+        }
+    }
+
     /// Gives back the messages of handlers still running (when `abandoned`: their workers
     /// were stopped) and of deliveries not started, and sends the acks handed over.
     async fn give_back(self, abandoned: bool, when: &str) {
@@ -360,27 +405,20 @@ impl Held {
             }
         }
         // Deliveries received but not started go back at once.
-        let mut rx = self.rx.lock().await;
-        rx.close();
-        while let Ok(d) = rx.try_recv() {
-            if let Err(e) = d.release().await {
-                tracing::warn!(queue = %name, error = %e, "could not give back a prefetched delivery; it returns after its lease ends");
-            }
-        }
+        self.give_back_buffered().await;
         self.acker.finish().await;
     }
 }
 
-/// Gives back what a consume call holds when it is dropped before it returned: its
-/// workers are aborted with it, so running handlers are abandoned, as at a close past its
-/// deadline (a handler that runs on in a host thread finishes unsettled).
+/// Settles or gives back what a consume call holds when it is dropped before it returned
+/// ([`Held::after_drop`], in a task of its own).
 struct GiveBackOnDrop(Option<Held>);
 
 impl Drop for GiveBackOnDrop {
     fn drop(&mut self) {
         if let Some(held) = self.0.take() {
             let runtime = held.queue.inner.handle.runtime().clone();
-            runtime.spawn(held.give_back(true, "when its consume was cancelled"));
+            runtime.spawn(held.after_drop());
         }
     }
 }
@@ -415,7 +453,7 @@ async fn worker<F, Fut, E>(
     (rx, buffered): (Arc<tokio::sync::Mutex<mpsc::Receiver<Delivery>>>, Buffered),
     acker: Acker,
     visibility: Duration,
-    current: Current,
+    (current, dropped): (Current, CancellationToken),
 ) where
     F: Fn(Delivery) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
@@ -427,6 +465,7 @@ async fn worker<F, Fut, E>(
             tokio::select! {
                 biased;
                 _ = queue.inner.stopping.cancelled() => None,
+                _ = dropped.cancelled() => None,
                 d = rx.recv() => d,
             }
         };
@@ -445,6 +484,12 @@ async fn worker<F, Fut, E>(
             Ok(Ok(())) => {
                 acker.ack(delivery.clone());
                 Ok(true)
+            }
+            // Failed once its consume was dropped (a host cancels its handlers then): the
+            // message goes back, not counted as an attempt.
+            _ if dropped.is_cancelled() => {
+                tracing::debug!(queue = %queue.name(), id = %delivery.id, "handler ended without success after its consume was cancelled; its message is given back");
+                delivery.release().await
             }
             Ok(Err(e)) => {
                 tracing::warn!(queue = %queue.name(), id = %delivery.id, attempt = delivery.attempt, error = %e, "handler failed; nacking");
