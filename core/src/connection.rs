@@ -822,12 +822,12 @@ pub(crate) fn connection_is_spent(e: &RedisError) -> bool {
         || matches!(e.code(), Some("READONLY" | "MASTERDOWN" | "LOADING"))
 }
 
-/// The error of a request whose reply did not come: the request may have run.
 /// A request's own time limit passed (as an I/O timeout: `is_timeout`).
 fn timed_out() -> RedisError {
     std::io::Error::from(std::io::ErrorKind::TimedOut).into()
 }
 
+/// The error of a request whose reply did not come: the request may have run.
 pub(crate) fn reply_lost(limit: Duration) -> RedisError {
     RedisError::from(std::io::Error::new(
         std::io::ErrorKind::ConnectionAborted,
