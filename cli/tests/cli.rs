@@ -17,6 +17,22 @@ fn delayq(server: &RedisServer, args: &[&str]) -> Output {
         .expect("run delayq")
 }
 
+/// `delayq` with `input` on its stdin.
+fn delayq_fed(server: &RedisServer, args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--url", &server.url()])
+        .args(args)
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run delayq");
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().expect("run delayq")
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -71,37 +87,16 @@ fn base64_carries_binary_values_and_stdin_is_read() {
     assert!(delayq(&server, &["--base64", "offer", "bin", "0", "AP/+"])
         .status
         .success());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args(["--url", &server.url(), "offer", "bin", "0"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"from stdin\n")
-        .unwrap();
-    assert!(child.wait_with_output().unwrap().status.success());
+    let out = delayq_fed(&server, &["offer", "bin", "0"], b"from stdin\n");
+    assert!(out.status.success());
     // Wrapped lines, as `base64 FILE` writes them, are one value.
     let wrapped =
         "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB\nQUFBQQ==\n";
-    let mut child = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args(["--url", &server.url(), "--base64", "offer", "wrapped", "0"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(wrapped.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = delayq_fed(
+        &server,
+        &["--base64", "offer", "wrapped", "0"],
+        wrapped.as_bytes(),
+    );
     assert!(out.status.success(), "{out:?}");
     let took = delayq(&server, &["take", "wrapped", "--timeout-ms", "5000"]);
     assert_eq!(stdout(&took).trim_end(), "A".repeat(61));

@@ -54,12 +54,7 @@ async fn corrupt_entries_failed_handlers_and_burials_are_logged_as_warnings() {
         warned("cq") && warned("rq")
     })
     .await;
-    let seen: Vec<String> = records
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|r| r.message.clone())
-        .collect();
+    let seen = messages(&records);
     assert!(logged, "records: {seen:?}");
 
     // A handler that fails, and the message that goes to the dead letters after its last
@@ -101,11 +96,12 @@ async fn corrupt_entries_failed_handlers_and_burials_are_logged_as_warnings() {
         .reliable_queue("buried", ReliableQueueOptions::default())
         .unwrap();
     assert_eq!(again.stats().await.unwrap().dead, 1);
-    let seen: Vec<String> = records
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|r| r.message.clone())
-        .collect();
+    let seen = messages(&records);
     assert!(failed && buried, "records: {seen:?}");
+}
+
+/// The messages of the records forwarded so far.
+fn messages(records: &Mutex<Vec<LogRecord>>) -> Vec<String> {
+    let records = records.lock().unwrap();
+    records.iter().map(|r| r.message.clone()).collect()
 }
