@@ -272,13 +272,29 @@ impl DelayedQueue {
         .await
     }
 
+    /// `LPOP` of the destination.
+    async fn pop_head(&self) -> Result<Option<Vec<u8>>> {
+        let cmd = redis::cmd("LPOP").arg(&self.inner.keys.destination).clone();
+        Ok(cmd.query_async(&mut self.commands()).await?)
+    }
+
     /// Takes the oldest due value if there is one, without waiting.
+    ///
+    /// A value that came due since the transfer task's last pass counts: with the
+    /// destination empty, one transfer call moves what is due and the head is taken then,
+    /// so that a value offered with no delay can be polled at once.
     pub async fn poll(&self) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
-        let value: Option<Vec<u8>> = redis::cmd("LPOP")
-            .arg(&self.inner.keys.destination)
-            .query_async(&mut self.commands())
-            .await?;
+        let mut value = self.pop_head().await?;
+        if value.is_none() {
+            let keys = &self.inner.keys;
+            let (batch, state) = (self.inner.opts.batch_size, Default::default());
+            let (outcome, _) =
+                scheduler::transfer_batch(&mut self.commands(), keys, batch, state).await?;
+            if outcome.moved > 0 {
+                value = self.pop_head().await?;
+            }
+        }
         metrics::record(
             Delayed,
             self.name(),

@@ -1320,6 +1320,22 @@ impl ReliableQueue {
             )));
         }
         self.ensure_settings().await?;
+        let mut got = self.read_many(n, timeout).await?;
+        // No wait and nothing ready: messages that came due since the transfer task's last
+        // pass count, so one pass moves them and the read is made again (a message offered
+        // with no delay can be received at once).
+        if got.is_empty()
+            && timeout.is_some_and(|t| t.is_zero())
+            && self.transfer_now().await?.moved > 0
+        {
+            got = self.read_many(n, timeout).await?;
+        }
+        metrics::record(Reliable, self.name(), Event::Delivered(got.len() as u64));
+        Ok(got)
+    }
+
+    /// One read of up to `n` ready messages, waiting up to `timeout` for the first.
+    async fn read_many(&self, n: usize, timeout: Option<Duration>) -> Result<Vec<Delivery>> {
         let queue = self.clone();
         let sharded = self.shard_count() > 1;
         let bell = sharded.then(|| self.bell());
@@ -1354,9 +1370,7 @@ impl ReliableQueue {
                 },
             )
             .await?;
-        let got = got.unwrap_or_default();
-        metrics::record(Reliable, self.name(), Event::Delivered(got.len() as u64));
-        Ok(got)
+        Ok(got.unwrap_or_default())
     }
 
     /// Acks many deliveries in one round trip; returns, for each, whether its lease was

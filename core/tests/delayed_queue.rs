@@ -373,3 +373,24 @@ async fn unix_socket_urls_work() {
         Some(&b"x"[..])
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn poll_and_an_instant_take_find_a_value_that_just_came_due() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    // No transfer task: only the call itself can move what is due.
+    let off = SchedulerOptions {
+        enabled: false,
+        ..Default::default()
+    };
+    let q = c.delayed_queue_with("instant", off).unwrap();
+    q.offer("first", Duration::ZERO).await.unwrap();
+    q.offer("later", LONG).await.unwrap();
+    assert_eq!(q.poll().await.unwrap().as_deref(), Some(&b"first"[..]));
+    assert_eq!(q.poll().await.unwrap(), None, "the other is not due");
+    q.offer("second", Duration::ZERO).await.unwrap();
+    let taken = q.take(Some(Duration::ZERO)).await.unwrap();
+    assert_eq!(taken.as_deref(), Some(&b"second"[..]));
+    assert_eq!(q.size().await.unwrap(), 1, "the delayed one stays");
+    c.close();
+}

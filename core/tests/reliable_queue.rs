@@ -881,3 +881,46 @@ async fn a_receive_that_waits_nothing_reads_without_blocking() {
     assert!(d.ack().await.unwrap());
     c.close();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_receive_that_waits_nothing_finds_messages_that_just_came_due() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let mut o = opts(30_000, 5);
+    o.scheduler.enabled = false; // only the call itself can move what is due
+    let soon = Duration::from_millis(20);
+    // Waits for the server's clock to pass `due` (ms).
+    let past = |due: i64| {
+        let c = c.clone();
+        async move {
+            while c.server_time_ms().await.unwrap() <= due {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    for shards in [1, 4] {
+        o.shards = Some(shards);
+        let q = c.reliable_queue(&format!("instant-{shards}"), o.clone()).unwrap();
+        let first = q.offer_with_outcome("soon", soon, None).await.unwrap();
+        q.offer("later", Duration::from_secs(3600), None).await.unwrap();
+        past(first.due_at.unwrap()).await;
+        let d = q.receive(Some(Duration::ZERO)).await.unwrap();
+        let d = d.expect("the message that came due");
+        assert_eq!(d.payload, b"soon");
+        assert!(d.ack().await.unwrap());
+        let more = q.receive_many(5, Some(Duration::ZERO)).await.unwrap();
+        assert!(more.is_empty(), "the other is not due");
+        let ids: Vec<String> = (0..3).map(|i| format!("m{i}")).collect();
+        let mut due = 0;
+        for id in &ids {
+            let o = q.offer_with_outcome(id.as_str(), soon, Some(id)).await.unwrap();
+            due = due.max(o.due_at.unwrap());
+        }
+        past(due).await;
+        let got = q.receive_many(5, Some(Duration::ZERO)).await.unwrap();
+        let mut got_ids: Vec<String> = got.iter().map(|d| d.id.clone()).collect();
+        got_ids.sort();
+        assert_eq!(got_ids, ids, "{shards} shard(s)");
+    }
+    c.close();
+}
