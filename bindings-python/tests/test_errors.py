@@ -398,7 +398,7 @@ def own_server() -> Iterator[RedisServer]:
 @pytest.mark.parametrize(
     ("backoff", "words"),
     [
-        (5, "backoff must be a list of delays, not int"),
+        (True, "backoff must be a list of delays, not bool"),
         ("12", "backoff must be a list of delays, not str"),
         ([1, "2"], "each delay of backoff must be int, float or timedelta seconds, not str"),
     ],

@@ -30,7 +30,7 @@ from ._aio import (
 )
 
 if TYPE_CHECKING:
-    from typing_extensions import Concatenate, ParamSpec, overload
+    from typing_extensions import Concatenate, ParamSpec, Self, overload
 
     from ._aio import Call
 
@@ -57,12 +57,28 @@ def _docs(cls: type, **fields: str) -> None:
         getattr(cls, name).__doc__ = doc
 
 
+def _count(counts: Any, key: Any) -> Any:
+    """``stats["ready"]`` as ``stats.ready``; an int or a slice as for any tuple."""
+    if isinstance(key, str):
+        if key not in counts._fields:
+            raise KeyError(key)
+        return getattr(counts, key)
+    return tuple.__getitem__(counts, key)
+
+
 class DelayedStats(NamedTuple):
-    """Counts of a delayed queue."""
+    """Counts of a delayed queue (also by name: `stats["ready"]`, `dict(stats)`)."""
 
     delayed: int
     ready: int
     corrupt: int
+
+    def __getitem__(self, key: Any) -> Any:
+        return _count(self, key)
+
+    def keys(self) -> tuple[str, ...]:
+        """The field names, so that `dict(stats)` maps each to its count."""
+        return self._fields
 
 
 _docs(
@@ -74,12 +90,19 @@ _docs(
 
 
 class ReliableStats(NamedTuple):
-    """Counts of a reliable queue."""
+    """Counts of a reliable queue (also by name: `stats["ready"]`, `dict(stats)`)."""
 
     delayed: int
     ready: int
     in_flight: int
     dead: int
+
+    def __getitem__(self, key: Any) -> Any:
+        return _count(self, key)
+
+    def keys(self) -> tuple[str, ...]:
+        """The field names, so that `dict(stats)` maps each to its count."""
+        return self._fields
 
 
 _docs(
@@ -185,6 +208,27 @@ class _Handle(Generic[Q]):
                 f.__name__, f.__qualname__ = name, f"{cls.__qualname__}.{name}"
 
 
+class _Closing:
+    """``with handle:`` closes the handle at the end of the block (at once)."""
+
+    __slots__ = ()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        _exc_type: Optional[type[BaseException]],
+        _exc: Optional[BaseException],
+        _tb: Optional[TracebackType],
+    ) -> Literal[False]:
+        self.close()
+        return False
+
+
 class _Queue(_Handle[Q]):
     """What the queue classes of both flavours share."""
 
@@ -280,10 +324,6 @@ class Delivery(_Message):
 class _Delayed(_Queue[_delayq.DelayedQueue]):
     __slots__ = ()
 
-    def close(self) -> None:
-        """Closes this handle (its share of the transfer task stops). Idempotent."""
-        self._q.close()
-
     @call
     def offer(self, value: Value, delay: Seconds) -> int:
         """Offers `value` to be delivered after `delay` seconds; returns the due time in Unix
@@ -359,12 +399,16 @@ class _Delayed(_Queue[_delayq.DelayedQueue]):
     stats_async = twin(stats)
 
 
-class DelayedQueue(_Delayed):
+class DelayedQueue(_Delayed, _Closing):
     """A handle on a Redisson-compatible delayed queue. Values in are `bytes`, `bytearray`,
     `memoryview` or `str` (UTF-8); values out are `bytes`. Delays are seconds (`int`,
     `float`, `timedelta`)."""
 
     __slots__ = ()
+
+    def close(self) -> None:
+        """Closes this handle (its share of the transfer task stops). Idempotent."""
+        self._q.close()
 
     def iter(self, timeout: Optional[Seconds] = None) -> TakeIter:
         """Iterates over values as they come due: `for value in q.iter(timeout=5)` ends when
@@ -500,7 +544,7 @@ class _Reliable(_Queue[_delayq.ReliableQueue]):
     purge_dead_async = twin(purge_dead)
 
 
-class ReliableQueue(_Reliable):
+class ReliableQueue(_Reliable, _Closing):
     """A handle on a reliable queue: at-least-once delivery with acknowledgement."""
 
     __slots__ = ()
@@ -626,7 +670,7 @@ class _Client(_Handle[_delayq.Client], Generic[DQ, RQ]):
         *,
         visibility_timeout: Optional[Seconds] = None,
         max_attempts: Optional[int] = None,
-        backoff: Optional[Sequence[Seconds]] = None,
+        backoff: Union[Seconds, Sequence[Seconds], None] = None,
         backoff_base: Optional[Seconds] = None,
         backoff_max: Optional[Seconds] = None,
         shards: Optional[int] = None,
@@ -647,11 +691,14 @@ class _Client(_Handle[_delayq.Client], Generic[DQ, RQ]):
 
         The settings: `visibility_timeout` (the lease of a delivery, default 30 s),
         `max_attempts` deliveries before the dead letters (default 5), the back-off of a
-        `nack()` without delay: `backoff`, a list of delays (the last one repeats), or
+        `nack()` without delay: `backoff`, a list of delays (the last one repeats; one
+        delay alone is a constant back-off), or
         exponential with jitter from `backoff_base` to `backoff_max` (defaults 1 s and
         600 s), `shards` (a power of two, default 1), `dead_letter_retention` and
         `idempotency_retention` (0: dead letters kept until requeued or purged, acked ids
         not kept, the defaults). Every duration is `int`, `float` or `timedelta` seconds."""
+        if isinstance(backoff, (int, float, timedelta)) and not isinstance(backoff, bool):
+            backoff = [backoff]  # a constant back-off
         q = self._q.reliable_queue(
             name,
             visibility_timeout,
@@ -667,10 +714,6 @@ class _Client(_Handle[_delayq.Client], Generic[DQ, RQ]):
             reconcile_interval,
         )
         return self._queues[1](q)
-
-    def close(self) -> None:
-        """Closes the client and every queue handle from it. Idempotent."""
-        self._q.close()
 
     @property
     def closed(self) -> bool:
@@ -688,25 +731,18 @@ class _Client(_Handle[_delayq.Client], Generic[DQ, RQ]):
     server_time_ms_async = twin(server_time_ms)
 
 
-class Client(_Client[DelayedQueue, ReliableQueue]):
-    """A connection to Redis: one URL, or a list of seed URLs of a Redis Cluster."""
+class Client(_Client[DelayedQueue, ReliableQueue], _Closing):
+    """A connection to Redis: one URL, or a list of seed URLs of a Redis Cluster. `with
+    Client(url) as client:` closes it at the end of the block."""
 
     __slots__ = ()
 
     _queues = (DelayedQueue, ReliableQueue)
     connect_async = connector(_Client.__init__)
 
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(
-        self,
-        _exc_type: Optional[type[BaseException]],
-        _exc: Optional[BaseException],
-        _tb: Optional[TracebackType],
-    ) -> Literal[False]:
+    def close(self) -> None:
+        """Closes the client and every queue handle from it. Idempotent."""
         self._q.close()
-        return False
 
 
 _public: tuple[type, ...] = (DelayedStats, ReliableStats, DeadLetter, ReliableSettings)

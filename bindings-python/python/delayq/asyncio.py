@@ -8,9 +8,11 @@
 The calls run on delayq's own tokio runtime, not on a thread per call; cancelling an
 awaited ``take``, ``receive`` or ``receive_many`` loses nothing.
 
-``ReliableQueue.close()`` closes a handle at once (awaiting it is optional);
-``await q.close(deadline=30)``, or ``await q.aclose(deadline=30)`` (the asyncio convention
-for a close that awaits), is the graceful close.
+``close()`` closes a client or a queue handle at once; awaiting it is optional, so
+``await client.close()`` and ``client.close()`` do the same, and ``await client.aclose()``
+too (redis.asyncio's spelling). ``async with`` a client or a queue handle closes it at the
+end of the block. For a reliable queue, ``await q.close(deadline=30)``, or
+``await q.aclose(deadline=30)``, is the graceful close.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from . import _api, _delayq
 from ._aio import OnLoop, awaitable, awaited_handler, connector, deferred, twin
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 Seconds = Union[int, float, timedelta]
 
@@ -43,7 +48,51 @@ def _delivery(d: _api.Delivery) -> Delivery:
     return Delivery(d.id, d.payload, d.attempt, d.due_at, d.shard, d._q)
 
 
-class DelayedQueue(_api._Delayed, OnLoop):
+class _Closed(Awaitable[None]):
+    """What ``close()`` returns: the handle is closed already, and awaiting this returns
+    at once."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield from ()
+
+
+_CLOSED = _Closed()
+
+
+class _Closing:
+    """``close()`` at once, awaitable or not; ``aclose()``; ``async with``."""
+
+    __slots__ = ()
+    _q: Any
+
+    def _close_now(self) -> None:
+        self._q.close()
+
+    def close(self) -> Awaitable[None]:
+        """Closes this handle at once, before returning (later calls raise
+        ``ClosedError``). Awaiting the result is optional. Idempotent."""
+        self._close_now()
+        return _CLOSED
+
+    async def aclose(self) -> None:
+        """``close()`` as a coroutine (redis.asyncio's spelling)."""
+        self._close_now()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self._close_now()
+
+
+class DelayedQueue(_Closing, _api._Delayed, OnLoop):
     """A Redisson-compatible delayed queue; see ``delayq.DelayedQueue``."""
 
     __slots__ = ()
@@ -57,20 +106,7 @@ class DelayedQueue(_api._Delayed, OnLoop):
             yield value
 
 
-class _Closed(Awaitable[None]):
-    """What ``ReliableQueue.close()`` returns: the handle is closed already, and awaiting
-    this returns at once."""
-
-    __slots__ = ()
-
-    def __await__(self) -> Generator[Any, None, None]:
-        yield from ()
-
-
-_CLOSED = _Closed()
-
-
-class ReliableQueue(_api._Reliable, OnLoop):
+class ReliableQueue(_Closing, _api._Reliable, OnLoop):
     """A reliable queue (at-least-once, acknowledged); see ``delayq.ReliableQueue``."""
 
     __slots__ = ()
@@ -134,12 +170,15 @@ class ReliableQueue(_api._Reliable, OnLoop):
         returns a coroutine that does nothing until awaited; cancelling it closes at once.
         Idempotent."""
         if deadline is None:
-            self._q.close(None, None)
+            self._close_now()
             return _CLOSED
         return self.aclose(deadline)
 
+    def _close_now(self) -> None:
+        self._q.close(None, None)
 
-class Client(_api._Client[DelayedQueue, ReliableQueue], OnLoop):
+
+class Client(_Closing, _api._Client[DelayedQueue, ReliableQueue], OnLoop):
     """An asyncio client. ``Client(url)`` connects at once (a short blocking connect);
     ``await Client.connect(url)`` connects without blocking the event loop. The options
     are those of ``delayq.Client``."""
@@ -148,14 +187,3 @@ class Client(_api._Client[DelayedQueue, ReliableQueue], OnLoop):
 
     _queues = (DelayedQueue, ReliableQueue)
     connect = connector(_api._Client.__init__)
-
-    async def __aenter__(self) -> Client:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: Optional[type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
-        self.close()
