@@ -106,3 +106,11 @@ def test_one_delay_is_a_constant_backoff(url: str, name: str) -> None:
         assert s.backoff_base is None
         with pytest.raises(delayq.InvalidArgument):
             client.reliable_queue(name + "-bad", backoff=-1).offer(b"x", 1)
+
+
+def test_a_blocking_client_connects_as_in_the_other_languages(url: str, name: str) -> None:
+    with delayq.Client.connect(url) as client:
+        assert isinstance(client, delayq.Client)
+        assert client.delayed_queue(name).size() == 0
+    with pytest.raises(delayq.InvalidArgument):
+        delayq.Client.connect(url, cluster=1)  # type: ignore[arg-type]

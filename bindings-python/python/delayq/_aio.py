@@ -63,6 +63,11 @@ if TYPE_CHECKING:
 
         def __get__(self, obj: object, owner: type[C]) -> Callable[P, Coroutine[Any, Any, C]]: ...
 
+    class Constructor(Protocol[P]):
+        """``Client.connect`` (blocking) as type checkers see it."""
+
+        def __get__(self, obj: object, owner: type[C]) -> Callable[P, C]: ...
+
 
 T = TypeVar("T")
 
@@ -347,3 +352,16 @@ def connector(init: Callable[Concatenate[Any, P], None]) -> Connector[P]:
         `Client`. The options are those of `Client(...)`."""
     made(connect, inspect.signature(init), "Awaitable[Client]")
     return cast("Connector[P]", classmethod(connect))
+
+
+def constructor(init: Callable[Concatenate[Any, P], None]) -> Constructor[P]:
+    """``connect`` of a blocking client class whose ``__init__`` is ``init``: the class
+    called, under the name the other languages give it."""
+
+    def connect(cls: type[Any], *args: Any, **kwargs: Any) -> Any:
+        return cls(*args, **kwargs)
+
+    connect.__doc__ = """Connects (blocking) and returns a `Client`: the same as `Client(...)`,
+        with the same options."""
+    made(connect, inspect.signature(init), "Client")
+    return cast("Constructor[P]", classmethod(connect))

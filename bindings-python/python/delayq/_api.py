@@ -23,6 +23,7 @@ from ._aio import (
     blocking_handler,
     call,
     connector,
+    constructor,
     consuming,
     loop,
     made,
@@ -738,6 +739,7 @@ class Client(_Client[DelayedQueue, ReliableQueue], _Closing):
     __slots__ = ()
 
     _queues = (DelayedQueue, ReliableQueue)
+    connect = constructor(_Client.__init__)
     connect_async = connector(_Client.__init__)
 
     def close(self) -> None:
