@@ -149,8 +149,9 @@ pub(crate) struct ServerInfo {
     token_required: bool,
     /// This process delivers webhooks.
     webhooks: bool,
-    /// Webhook requests carry an HMAC-SHA256 signature (`DELAYQ_WEBHOOK_SECRET` is set);
-    /// false: they go unsigned and endpoints cannot tell them from forgeries.
+    /// Webhook signatures can be verified: they are keyed with `DELAYQ_WEBHOOK_SECRET`.
+    /// False: it is not set, and requests are signed with a random key of this process,
+    /// which no endpoint knows (so endpoints cannot tell them from forgeries).
     webhook_signing: bool,
     /// The Redis server's clock (Unix ms), as estimated by the service.
     server_time: i64,

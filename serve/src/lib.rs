@@ -37,7 +37,8 @@ pub struct Config {
     /// Without a token, allow mutating routes anyway (otherwise the service is read-only).
     pub allow_unauthenticated: bool,
     /// The key of the webhooks' HMAC-SHA256 signatures (`DELAYQ_WEBHOOK_SECRET`); without
-    /// one, requests carry no signature.
+    /// one, requests are signed with a random key drawn when the server starts, which no
+    /// endpoint knows (a warning says so).
     pub webhook_secret: Option<String>,
     /// How long a webhook endpoint may take to answer before the attempt fails.
     pub webhook_timeout: Duration,
@@ -84,6 +85,15 @@ impl Server {
     pub async fn start(client: delayq::Client, config: Config) -> std::io::Result<Server> {
         let listener = TcpListener::bind(config.listen).await?;
         let addr = listener.local_addr()?;
+        if config.webhooks && config.webhook_secret.is_none() {
+            tracing::warn!(
+                "DELAYQ_WEBHOOK_SECRET is not set: webhook requests are signed \
+                 (x-delayq-signature) with a random key generated for this process, which \
+                 no receiver knows and which changes at every start, so receivers cannot \
+                 verify them; set DELAYQ_WEBHOOK_SECRET for receivers to verify them \
+                 (docs/serve.md, Webhooks)"
+            );
+        }
         let stop = CancellationToken::new();
         let state = Arc::new(state::AppState::new(client, config, stop.clone()));
         state.start_background();
@@ -117,13 +127,6 @@ pub async fn run(
             "read-only: set DELAYQ_TOKEN (or pass --allow-unauthenticated) to allow changes"
         }
     };
-    if config.webhooks && config.webhook_secret.is_none() {
-        tracing::warn!(
-            "DELAYQ_WEBHOOK_SECRET is not set: webhook requests will be sent unsigned \
-             (no x-delayq-signature header), so endpoints cannot tell them from forged \
-             ones; set it to sign them (docs/serve.md, Webhooks)"
-        );
-    }
     let server = Server::start(client, config).await?;
     eprintln!(
         "delayq: serving on http://{} ({mode}; Ctrl-C to stop)",

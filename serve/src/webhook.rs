@@ -36,7 +36,7 @@ use crate::Config;
 pub(crate) const REGISTRY_KEY: &str = "delayq:webhook-queues";
 
 /// Header with the signature: `v1=` and the hex HMAC-SHA256 of `"{timestamp}.{body}"`
-/// keyed with `DELAYQ_WEBHOOK_SECRET`.
+/// keyed with `DELAYQ_WEBHOOK_SECRET` (or, without it, with a random key of the process).
 pub const SIGNATURE_HEADER: &str = "x-delayq-signature";
 /// Header with the Unix time (seconds) the request was signed at.
 pub const TIMESTAMP_HEADER: &str = "x-delayq-timestamp";
@@ -93,6 +93,9 @@ pub fn sign(secret: &[u8], timestamp: u64, body: &[u8]) -> String {
 pub(crate) struct Webhooks {
     http: reqwest::Client,
     running: Mutex<HashMap<String, CancellationToken>>,
+    /// The key of the signatures: `DELAYQ_WEBHOOK_SECRET`, or 32 random bytes drawn when
+    /// the service starts: every request is signed.
+    key: Vec<u8>,
 }
 
 impl Webhooks {
@@ -104,9 +107,14 @@ impl Webhooks {
             .user_agent(concat!("delayq-serve/", env!("CARGO_PKG_VERSION")))
             .build()
             .expect("HTTP client");
+        let key = match &config.webhook_secret {
+            Some(secret) => secret.as_bytes().to_vec(),
+            None => delayq::random::random::<[u8; 32]>().to_vec(),
+        };
         Webhooks {
             http,
             running: Default::default(),
+            key,
         }
     }
 
@@ -287,17 +295,15 @@ async fn deliver(
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs();
-    let mut request = http
+    let signature = sign(&state.webhooks.key, timestamp, &d.payload);
+    let request = http
         .post(&record.url)
         .header("content-type", content_type(&d.payload))
         .header("x-delayq-id", &d.id)
         .header("x-delayq-queue", queue.name())
         .header("x-delayq-attempt", d.attempt.to_string())
-        .header(TIMESTAMP_HEADER, timestamp.to_string());
-    if let Some(secret) = &state.config.webhook_secret {
-        let signature = sign(secret.as_bytes(), timestamp, &d.payload);
-        request = request.header(SIGNATURE_HEADER, format!("v1={signature}"));
-    }
+        .header(TIMESTAMP_HEADER, timestamp.to_string())
+        .header(SIGNATURE_HEADER, format!("v1={signature}"));
     record.attempts = d.attempt;
     // The lease is kept while the endpoint takes its time (up to the webhook timeout).
     let sent = d.while_leased(request.body(d.payload.clone()).send()).await;

@@ -378,85 +378,104 @@ async fn callback_urls_are_shown_without_their_credentials() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_server_says_whether_webhooks_are_signed() {
+async fn the_server_says_whether_webhook_signatures_can_be_verified() {
     let signed = Env::start(hook_config()).await;
     let (_, info) = signed.call_as(None, "GET", "/v1/server", None).await;
     assert_eq!(info["webhook_signing"], true, "{info}");
     signed.stop().await;
-    let unsigned = Env::start(delayq_serve::Config {
+    let random = Env::start(delayq_serve::Config {
         webhook_secret: None,
         ..hook_config()
     })
     .await;
-    let (_, info) = unsigned.call_as(None, "GET", "/v1/server", None).await;
+    let (_, info) = random.call_as(None, "GET", "/v1/server", None).await;
     assert_eq!(info["webhook_signing"], false, "{info}");
     assert_eq!(info["webhooks"], true, "{info}");
-    unsigned.stop().await;
+    random.stop().await;
 }
 
-/// An endpoint slower than the queue's visibility timeout (1.5 s against 0.5 s): the lease
-/// is kept while it answers, so the message is POSTed once, acked, and its record goes.
+/// The log lines of the current thread, as text.
+#[derive(Clone, Default)]
+struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// Without `DELAYQ_WEBHOOK_SECRET` every request is signed all the same, with a random key
+/// of the process (a new one for each server), and a warning at startup says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_endpoint_slower_than_the_lease_gets_the_message_once() {
+async fn without_a_secret_requests_are_signed_with_a_random_key() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    // The server starts on this thread (the test's `block_on`), so it logs here.
+    let guard = tracing::subscriber::set_default(subscriber);
     let env = Env::start(delayq_serve::Config {
-        webhook_timeout: Duration::from_secs(5),
+        webhook_secret: None,
         ..hook_config()
     })
     .await;
-    let opts = delayq::ReliableQueueOptions {
-        visibility_timeout: Some(Duration::from_millis(500)),
-        max_attempts: Some(3),
-        ..Default::default()
-    };
-    env.configure_with("slow", opts).await;
-    let mut hook = endpoint().await;
-    let (s, _) = env
-        .call(
-            "POST",
-            "/v1/queues/slow/messages",
-            Some(json!({"payload": "p", "callback_url": format!("{}/slow", hook.url)})),
-        )
-        .await;
-    assert_eq!(s, 201);
-    assert_eq!(next(&mut hook.rx).await.path, "slow");
-    until(Duration::from_secs(15), || async {
-        let (_, q) = env.call("GET", "/v1/queues/slow", None).await;
-        (q["totals"]["acked"] == 1).then_some(())
-    })
-    .await;
-    let (_, info) = env.call("GET", "/v1/queues/slow", None).await;
-    assert_eq!(
-        info["counts"],
-        json!({"delayed": 0, "ready": 0, "in_flight": 0, "dead": 0}),
-        "{info}"
+    drop(guard);
+    let log = logs.text();
+    assert!(
+        log.contains("WARN")
+            && log.contains("DELAYQ_WEBHOOK_SECRET is not set")
+            && log.contains("random key generated for this process")
+            && log.contains("set DELAYQ_WEBHOOK_SECRET for receivers to verify them"),
+        "{log}"
     );
-    assert!(hook.rx.try_recv().is_err(), "POSTed once");
-    assert_eq!(env.redis.cli(&["HLEN", "{dq:slow}:webhook"]), "0");
-    env.stop().await;
-}
-
-/// An offer with a callback URL that fails (a key of the queue holds another type) leaves
-/// no record and registers no queue (whose workers would fail on that key).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_offer_leaves_no_webhook_record() {
-    let env = Env::start(hook_config()).await;
-    env.redis.cli(&["SET", "{dq:wt}:ready", "a string"]);
-    let before = env.keys();
-    let hook = endpoint().await;
-    for id in [json!("a"), json!(null)] {
-        let (s, e) = env
+    let mut hook = endpoint().await;
+    let mut signatures = Vec::new();
+    for body in ["same body", "same body"] {
+        let (s, _) = env
             .call(
                 "POST",
-                "/v1/queues/wt/messages",
-                Some(json!({"payload": "x", "id": id, "callback_url": format!("{}/ok", hook.url)})),
+                "/v1/queues/randkey/messages",
+                Some(json!({"payload": body, "callback_url": format!("{}/ok", hook.url)})),
             )
             .await;
-        assert_eq!(
-            (s, e["error"]["kind"].as_str()),
-            (409, Some("wrong_type")),
-            "{e}"
+        assert_eq!(s, 201);
+        let got = next(&mut hook.rx).await;
+        let h = |name: &str| {
+            got.headers
+                .get(name)
+                .unwrap_or_else(|| panic!("no {name} header"))
+                .to_str()
+                .unwrap()
+                .to_owned()
+        };
+        let signature = h(delayq_serve::SIGNATURE_HEADER);
+        let hex = signature.strip_prefix("v1=").expect("v1=<hex>");
+        assert!(
+            hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{signature}"
         );
-        assert_eq!(env.keys(), before, "nothing written");
+        let ts: u64 = h(delayq_serve::TIMESTAMP_HEADER).parse().unwrap();
+        for guess in [&b""[..], SECRET.as_bytes(), &[0u8; 32][..]] {
+            assert_ne!(delayq_serve::sign(guess, ts, &got.body), hex);
+        }
+        signatures.push((ts, hex.to_owned()));
+    }
+    // One key for the process: the same body at the same second gets the same signature.
+    if signatures[0].0 == signatures[1].0 {
+        assert_eq!(signatures[0].1, signatures[1].1);
     }
     env.stop().await;
 }
