@@ -123,9 +123,15 @@ enum Command {
 
 #[derive(clap::Args)]
 struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:7878")]
-    listen: std::net::SocketAddr,
+    /// Address to listen on, IP:PORT [default: 127.0.0.1:7878]; or give --host and --port.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["host", "port"])]
+    listen: Option<std::net::SocketAddr>,
+    /// Host to listen on (an IP address or a name), with --port [default: 127.0.0.1].
+    #[arg(long, value_name = "ADDR")]
+    host: Option<String>,
+    /// Port to listen on, on --host [default: 7878].
+    #[arg(long, value_name = "N")]
+    port: Option<u16>,
     /// Without DELAYQ_TOKEN, allow mutating routes to anyone who can connect (otherwise
     /// the service is read-only).
     #[arg(long)]
@@ -362,9 +368,14 @@ async fn run(cli: Cli) -> delayq::Result<()> {
                 };
                 concurrency_of.insert(name.to_owned(), n);
             }
+            let listen = match args.listen {
+                Some(addr) => addr,
+                None => delayq_serve::listen_address(args.host.as_deref(), args.port)
+                    .map_err(delayq::Error::InvalidArgument)?,
+            };
             let config = delayq_serve::Config {
                 webhook_concurrency_of: concurrency_of,
-                listen: args.listen,
+                listen,
                 token: secret_from_env("DELAYQ_TOKEN"),
                 allow_unauthenticated: args.allow_unauthenticated,
                 webhook_secret: secret_from_env("DELAYQ_WEBHOOK_SECRET"),

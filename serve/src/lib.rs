@@ -55,10 +55,41 @@ pub struct Config {
     pub delayed_queues: Vec<String>,
 }
 
+/// The host `delayq serve` listens on unless told otherwise.
+pub const DEFAULT_HOST: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+/// The port `delayq serve` listens on unless told otherwise.
+pub const DEFAULT_PORT: u16 = 7878;
+
+/// The address of `delayq serve --host HOST --port PORT`: [`DEFAULT_HOST`] and
+/// [`DEFAULT_PORT`] for the part not given. The host is an IP address (an IPv6 one with or
+/// without brackets) or a name, resolved here (its first address).
+pub fn listen_address(host: Option<&str>, port: Option<u16>) -> Result<SocketAddr, String> {
+    let port = port.unwrap_or(DEFAULT_PORT);
+    let Some(host) = host else {
+        return Ok(SocketAddr::new(DEFAULT_HOST, port));
+    };
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if bare.is_empty() {
+        return Err("--host is empty".into());
+    }
+    if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    use std::net::ToSocketAddrs;
+    (bare, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("--host {host:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("--host {host:?} has no address"))
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
+            listen: SocketAddr::new(DEFAULT_HOST, DEFAULT_PORT),
             token: None,
             allow_unauthenticated: false,
             webhook_secret: None,

@@ -1209,3 +1209,46 @@ async fn a_page_of_another_site_cannot_change_queues() {
     assert_eq!(post(None).await.unwrap().status(), 201);
     env.stop().await;
 }
+
+/// `--host`/`--port` of `delayq serve`: the address they name.
+#[test]
+fn the_listen_address_of_host_and_port() {
+    use delayq_serve::listen_address;
+    let addr = |s: &str| s.parse::<std::net::SocketAddr>().unwrap();
+    assert_eq!(listen_address(None, None), Ok(addr("127.0.0.1:7878")));
+    assert_eq!(listen_address(None, Some(9000)), Ok(addr("127.0.0.1:9000")));
+    assert_eq!(
+        listen_address(Some("0.0.0.0"), Some(80)),
+        Ok(addr("0.0.0.0:80"))
+    );
+    assert_eq!(listen_address(Some("::1"), None), Ok(addr("[::1]:7878")));
+    assert_eq!(listen_address(Some("[::1]"), Some(1)), Ok(addr("[::1]:1")));
+    assert!(listen_address(Some("localhost"), Some(5))
+        .unwrap()
+        .ip()
+        .is_loopback());
+    assert!(listen_address(Some(""), Some(5)).is_err());
+    assert_eq!(
+        delayq_serve::Config::default().listen,
+        addr("127.0.0.1:7878")
+    );
+}
+
+/// A server listening where `--port` says, on 127.0.0.1 by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_listens_on_the_port_it_is_given() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let env = Env::start(delayq_serve::Config {
+        listen: delayq_serve::listen_address(None, Some(port)).unwrap(),
+        ..config()
+    })
+    .await;
+    assert_eq!(env.base, format!("http://127.0.0.1:{port}"));
+    let (s, _) = env.call("GET", "/v1/server", None).await;
+    assert_eq!(s, 200);
+    env.stop().await;
+}
