@@ -55,12 +55,9 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             post(reschedule),
         )
         .route("/v1/queues/{name}/receive", post(receive))
-        .route("/v1/queues/{name}/deliveries/{delivery}/ack", post(ack))
-        .route("/v1/queues/{name}/deliveries/{delivery}/nack", post(nack))
-        .route(
-            "/v1/queues/{name}/deliveries/{delivery}/extend",
-            post(extend),
-        )
+        .route("/v1/queues/{name}/deliveries/{id}/ack", post(ack))
+        .route("/v1/queues/{name}/deliveries/{id}/nack", post(nack))
+        .route("/v1/queues/{name}/deliveries/{id}/extend", post(extend))
         .route(
             "/v1/queues/{name}/dead",
             get(dead_letters).delete(purge_dead),
@@ -590,11 +587,13 @@ pub(crate) struct ReceiveRequest {
     wait_ms: Option<u64>,
 }
 
-/// A message received: ack, nack or extend it by `delivery_id` before `deadline`.
+/// A message received: ack, nack or extend it by `delivery_id` (or by its message `id`)
+/// before `deadline`.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct DeliveryJson {
-    /// Names this delivery in `/deliveries/{delivery_id}/...` (on this service process).
+    /// Names this delivery in `/deliveries/{id}/...` (on this service process).
     delivery_id: String,
+    /// The message id; `/deliveries/{id}/...` takes it too (its latest delivery here).
     id: String,
     #[serde(flatten)]
     payload: Payload,
@@ -661,6 +660,9 @@ async fn receive(
                 Held {
                     queue: name.clone(),
                     delivery: d,
+                    seq: state
+                        .held_seq
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 },
             );
             json
@@ -689,16 +691,29 @@ async fn receive(
     Ok(HandOver::json(&ReceiveResponse { deliveries }, give_back))
 }
 
-fn held(state: &AppState, name: &str, delivery: &str) -> ApiResult<delayq::Delivery> {
+/// The delivery of queue `name` that `key` names, with its `delivery_id`: `key` is a
+/// `delivery_id` this process handed out, or else a message id, whose latest delivery held
+/// here is meant (an earlier one may still be held when its lease ended and the message
+/// came again).
+fn held(state: &AppState, name: &str, key: &str) -> ApiResult<(String, delayq::Delivery)> {
     let map = state.held.lock().unwrap();
-    match map.get(delivery) {
-        Some(h) if h.queue == name => Ok(h.delivery.clone()),
-        _ => Err(ApiError::not_found(format!(
-            "no delivery {delivery:?} of queue {name:?} on this service (unknown, or forgotten {} s after its lease ended)",
-            crate::state::FORGET_AFTER.as_secs()
-        ))),
+    if let Some(h) = map.get(key).filter(|h| h.queue == name) {
+        return Ok((key.to_owned(), h.delivery.clone()));
     }
+    map.iter()
+        .filter(|(_, h)| h.queue == name && h.delivery.id == key)
+        .max_by_key(|(_, h)| h.seq)
+        .map(|(delivery_id, h)| (delivery_id.clone(), h.delivery.clone()))
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "no delivery {key:?} of queue {name:?} on this service: neither a delivery_id nor the id of a message received here (or forgotten {} s after its lease ended)",
+                crate::state::FORGET_AFTER.as_secs()
+            ))
+        })
 }
+
+/// The path parameter of the deliveries' routes.
+const DELIVERY_PARAM: &str = "The receive answer's `delivery_id`, or the message `id` (then the latest delivery of that message received from this service process)";
 
 /// Whether an ack found the lease still held.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -707,17 +722,22 @@ pub(crate) struct AckResponse {
     acked: bool,
 }
 
-#[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{delivery_id}/ack", tag = "deliveries",
-    params(("name" = String, Path), ("delivery_id" = String, Path)), security(("bearer" = [])),
+/// Ack a delivery: the message is done.
+///
+/// `{id}` is the receive answer's `delivery_id`, or the message `id`: then the latest
+/// delivery of that message received from this service process (an earlier one is still
+/// held when its lease ended and the message came again).
+#[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{id}/ack", tag = "deliveries",
+    params(("name" = String, Path), ("id" = String, Path, description = DELIVERY_PARAM)), security(("bearer" = [])),
     responses((status = 200, body = AckResponse), (status = 404, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn ack(
     State(state): AppStateRef,
-    Path((name, delivery)): Path<(String, String)>,
+    Path((name, key)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> ApiResult<Json<AckResponse>> {
     auth::check(&state, &headers)?;
-    let d = held(&state, &name, &delivery)?;
+    let (delivery, d) = held(&state, &name, &key)?;
     let acked = d.ack().await?;
     state.held.lock().unwrap().remove(&delivery);
     Ok(Json(AckResponse { acked }))
@@ -736,21 +756,25 @@ pub(crate) struct NackResponse {
     nacked: bool,
 }
 
-#[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{delivery_id}/nack", tag = "deliveries",
-    params(("name" = String, Path), ("delivery_id" = String, Path)),
+/// Nack a delivery: the message is retried (or buried after its last attempt).
+///
+/// `{id}` is the receive answer's `delivery_id`, or the message `id` (its latest delivery
+/// received from this service process).
+#[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{id}/nack", tag = "deliveries",
+    params(("name" = String, Path), ("id" = String, Path, description = DELIVERY_PARAM)),
     request_body = Option<NackRequest>, security(("bearer" = [])),
     responses((status = 200, body = NackResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn nack(
     State(state): AppStateRef,
-    Path((name, delivery)): Path<(String, String)>,
+    Path((name, key)): Path<(String, String)>,
     headers: HeaderMap,
     raw: Bytes,
 ) -> ApiResult<Json<NackResponse>> {
     auth::check(&state, &headers)?;
     let req: NackRequest = body(&raw)?;
     let delay = req.delay_ms.map(delay_of).transpose()?;
-    let d = held(&state, &name, &delivery)?;
+    let (delivery, d) = held(&state, &name, &key)?;
     let nacked = d.nack(delay).await?;
     state.held.lock().unwrap().remove(&delivery);
     Ok(Json(NackResponse { nacked }))
@@ -770,21 +794,25 @@ pub(crate) struct ExtendResponse {
     deadline: i64,
 }
 
-#[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{delivery_id}/extend", tag = "deliveries",
-    params(("name" = String, Path), ("delivery_id" = String, Path)),
+/// Extend a delivery's lease to `duration_ms` from now.
+///
+/// `{id}` is the receive answer's `delivery_id`, or the message `id` (its latest delivery
+/// received from this service process).
+#[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{id}/extend", tag = "deliveries",
+    params(("name" = String, Path), ("id" = String, Path, description = DELIVERY_PARAM)),
     request_body = ExtendRequest, security(("bearer" = [])),
     responses((status = 200, body = ExtendResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn extend(
     State(state): AppStateRef,
-    Path((name, delivery)): Path<(String, String)>,
+    Path((name, key)): Path<(String, String)>,
     headers: HeaderMap,
     raw: Bytes,
 ) -> ApiResult<Json<ExtendResponse>> {
     auth::check(&state, &headers)?;
     let req: ExtendRequest = body(&raw)?;
     let duration = delay_of(req.duration_ms)?;
-    let d = held(&state, &name, &delivery)?;
+    let (_, d) = held(&state, &name, &key)?;
     let extended = d.extend(duration).await?;
     Ok(Json(ExtendResponse {
         extended,

@@ -2,7 +2,7 @@
 //! offset of the Redis server's clock, and the queues it knows.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -20,6 +20,9 @@ pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(300);
 pub(crate) struct Held {
     pub(crate) queue: String,
     pub(crate) delivery: Delivery,
+    /// Receipt order (from `AppState::held_seq`): the latest delivery of a message is the
+    /// one its id names in `/deliveries/{id}/...`.
+    pub(crate) seq: u64,
 }
 
 pub(crate) struct AppState {
@@ -29,6 +32,7 @@ pub(crate) struct AppState {
     reliable: Mutex<HashMap<String, ReliableQueue>>,
     delayed: Mutex<HashMap<String, DelayedQueue>>,
     pub(crate) held: Mutex<HashMap<String, Held>>,
+    pub(crate) held_seq: AtomicU64,
     /// Redis server clock minus this machine's, in ms.
     clock_offset: AtomicI64,
     /// Queues found by SCAN, named in the config, or used through this server.
@@ -70,6 +74,7 @@ impl AppState {
             reliable: Default::default(),
             delayed: Default::default(),
             held: Default::default(),
+            held_seq: AtomicU64::new(0),
             clock_offset: AtomicI64::new(0),
             known: Mutex::new(known),
         }

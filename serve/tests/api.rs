@@ -631,9 +631,9 @@ async fn metrics_openapi_and_dashboard_are_served() {
         "/v1/queues/{name}/messages/{id}",
         "/v1/queues/{name}/messages/{id}/reschedule",
         "/v1/queues/{name}/receive",
-        "/v1/queues/{name}/deliveries/{delivery_id}/ack",
-        "/v1/queues/{name}/deliveries/{delivery_id}/nack",
-        "/v1/queues/{name}/deliveries/{delivery_id}/extend",
+        "/v1/queues/{name}/deliveries/{id}/ack",
+        "/v1/queues/{name}/deliveries/{id}/nack",
+        "/v1/queues/{name}/deliveries/{id}/extend",
         "/v1/queues/{name}/dead",
         "/v1/queues/{name}/dead/requeue",
         "/v1/delayed/{name}",
@@ -1207,6 +1207,148 @@ async fn a_page_of_another_site_cannot_change_queues() {
     assert!(env.keys().is_empty(), "nothing written: {:?}", env.keys());
     assert_eq!(post(Some(env.base.clone())).await.unwrap().status(), 201);
     assert_eq!(post(None).await.unwrap().status(), 201);
+    env.stop().await;
+}
+
+/// `/deliveries/{id}/...` takes the receive answer's `delivery_id` or the message `id`;
+/// a message id names the latest delivery of that message held by the service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_are_named_by_delivery_id_or_by_message_id() {
+    let env = Env::start(config()).await;
+    for id in ["m1", "m2", "m3"] {
+        let (s, _) = env
+            .call(
+                "POST",
+                "/v1/queues/byid/messages",
+                Some(json!({"payload": id, "id": id})),
+            )
+            .await;
+        assert_eq!(s, 201);
+    }
+    let (_, got) = env
+        .call(
+            "POST",
+            "/v1/queues/byid/receive",
+            Some(json!({"max": 3, "wait_ms": 5000})),
+        )
+        .await;
+    let mut ids: Vec<&str> = got["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["m1", "m2", "m3"], "{got}");
+    let (s, x) = env
+        .call(
+            "POST",
+            "/v1/queues/byid/deliveries/m1/extend",
+            Some(json!({"duration_ms": 60000})),
+        )
+        .await;
+    assert_eq!((s, x["extended"].as_bool()), (200, Some(true)), "{x}");
+    let (s, k) = env
+        .call("POST", "/v1/queues/byid/deliveries/m1/ack", None)
+        .await;
+    assert_eq!((s, k["acked"].as_bool()), (200, Some(true)), "{k}");
+    let (s, e) = env
+        .call("POST", "/v1/queues/byid/deliveries/m1/ack", None)
+        .await;
+    assert_eq!((s, e["error"]["kind"].as_str()), (404, Some("not_found")));
+    let (s, _) = env
+        .call("POST", "/v1/queues/other/deliveries/m2/ack", None)
+        .await;
+    assert_eq!(
+        s, 404,
+        "a message id names a delivery of its own queue only"
+    );
+    let (s, n) = env
+        .call(
+            "POST",
+            "/v1/queues/byid/deliveries/m2/nack",
+            Some(json!({"delay_ms": 60000})),
+        )
+        .await;
+    assert_eq!((s, n["nacked"].as_bool()), (200, Some(true)), "{n}");
+    // The delivery id keeps working beside it.
+    let m3 = got["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == "m3")
+        .unwrap()["delivery_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (s, k) = env
+        .call(
+            "POST",
+            &format!("/v1/queues/byid/deliveries/{m3}/ack"),
+            None,
+        )
+        .await;
+    assert_eq!((s, k["acked"].as_bool()), (200, Some(true)), "{k}");
+
+    // A lease that ended: the message comes again, and its id names the new delivery.
+    env.configure_with(
+        "lease",
+        delayq::ReliableQueueOptions {
+            visibility_timeout: Some(Duration::from_millis(300)),
+            ..Default::default()
+        },
+    )
+    .await;
+    env.call(
+        "POST",
+        "/v1/queues/lease/messages",
+        Some(json!({"payload": "x", "id": "again"})),
+    )
+    .await;
+    let (_, first) = env
+        .call(
+            "POST",
+            "/v1/queues/lease/receive",
+            Some(json!({"wait_ms": 5000})),
+        )
+        .await;
+    let first = first["deliveries"][0]["delivery_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, second) = env
+        .call(
+            "POST",
+            "/v1/queues/lease/receive",
+            Some(json!({"wait_ms": 10000})),
+        )
+        .await;
+    assert_eq!(second["deliveries"][0]["attempt"], 2, "{second}");
+    let (s, k) = env
+        .call("POST", "/v1/queues/lease/deliveries/again/ack", None)
+        .await;
+    assert_eq!(
+        (s, k["acked"].as_bool()),
+        (200, Some(true)),
+        "the latest delivery is acked: {k}"
+    );
+    let (s, k) = env
+        .call(
+            "POST",
+            &format!("/v1/queues/lease/deliveries/{first}/ack"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (s, k["acked"].as_bool()),
+        (200, Some(false)),
+        "the first lease had ended: {k}"
+    );
+    let (_, q) = env.call("GET", "/v1/queues/lease", None).await;
+    assert_eq!(
+        q["counts"],
+        json!({"delayed": 0, "ready": 0, "in_flight": 0, "dead": 0})
+    );
     env.stop().await;
 }
 
