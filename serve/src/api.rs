@@ -579,10 +579,14 @@ async fn reschedule(
 #[derive(Deserialize, utoipa::ToSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ReceiveRequest {
-    /// At most this many deliveries (1 to 100, default 1).
+    /// At most this many deliveries (1 to 100, default 1). Also accepted as `n`, `count`,
+    /// `limit` or `max_messages`.
+    #[serde(alias = "n", alias = "count", alias = "limit", alias = "max_messages")]
     #[schema(minimum = 1, maximum = 100)]
     max: Option<usize>,
     /// Wait up to this many ms for the first (0 to 30000, default 0: answer at once).
+    /// Also accepted as `timeout_ms`.
+    #[serde(alias = "timeout_ms")]
     #[schema(maximum = 30000)]
     wait_ms: Option<u64>,
 }
@@ -784,6 +788,10 @@ async fn nack(
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ExtendRequest {
+    /// The lease ends this many ms from now (not from its current end). Also accepted as
+    /// `ms` or `visibility_timeout_ms` (SQS's ChangeMessageVisibility means the same).
+    #[serde(alias = "ms", alias = "visibility_timeout_ms")]
+    #[schema(maximum = 1125899906842624_u64)]
     duration_ms: u64,
 }
 
@@ -1043,7 +1051,9 @@ async fn delayed_offer(
 #[derive(Deserialize, utoipa::ToSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TakeRequest {
-    /// Wait up to this many ms for a value (0 to 30000, default 0: answer at once).
+    /// Wait up to this many ms for a value (0 to 30000, default 0: answer at once). Also
+    /// accepted as `timeout_ms`.
+    #[serde(alias = "timeout_ms")]
     #[schema(maximum = 30000)]
     wait_ms: Option<u64>,
 }

@@ -1352,6 +1352,118 @@ async fn deliveries_are_named_by_delivery_id_or_by_message_id() {
     env.stop().await;
 }
 
+/// Receive takes `n`, `count`, `limit` and `max_messages` for `max`, and `timeout_ms` for
+/// `wait_ms` (take too); extend takes `ms` and `visibility_timeout_ms` for `duration_ms`.
+/// Other names are still refused, with the known ones in the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receive_take_and_extend_take_the_other_usual_names() {
+    let env = Env::start(config()).await;
+    for i in 0..8 {
+        env.call(
+            "POST",
+            "/v1/queues/al/messages",
+            Some(json!({"payload": format!("p{i}")})),
+        )
+        .await;
+    }
+    let mut deliveries = Vec::new();
+    for (field, n) in [("n", 2), ("count", 2), ("limit", 1), ("max_messages", 2)] {
+        let (s, got) = env
+            .call(
+                "POST",
+                "/v1/queues/al/receive",
+                Some(json!({field: n, "timeout_ms": 5000})),
+            )
+            .await;
+        assert_eq!(s, 200, "{field}: {got}");
+        let list = got["deliveries"].as_array().unwrap();
+        assert_eq!(list.len(), n, "{field}: {got}");
+        deliveries.extend(list.iter().map(|d| d["delivery_id"].clone()));
+    }
+    for (i, field) in ["ms", "visibility_timeout_ms", "duration_ms"]
+        .iter()
+        .enumerate()
+    {
+        let d = deliveries[i].as_str().unwrap();
+        let (s, x) = env
+            .call(
+                "POST",
+                &format!("/v1/queues/al/deliveries/{d}/extend"),
+                Some(json!({*field: 60000})),
+            )
+            .await;
+        assert_eq!((s, x["extended"].as_bool()), (200, Some(true)), "{field}");
+    }
+    let d = deliveries[0].as_str().unwrap();
+    for bad in [
+        json!({"timeout_ms": 1000}),
+        json!({"duration_ms": 1000, "ms": 1000}),
+    ] {
+        let (s, e) = env
+            .call(
+                "POST",
+                &format!("/v1/queues/al/deliveries/{d}/extend"),
+                Some(bad.clone()),
+            )
+            .await;
+        assert_eq!(
+            (s, e["error"]["kind"].as_str()),
+            (400, Some("invalid_argument")),
+            "{bad}: {e}"
+        );
+    }
+    for bad in [
+        json!({"batch": 2}),
+        json!({"max": 1, "count": 2}),
+        json!({"n": 0}),
+        json!({"timeout_ms": 30001}),
+    ] {
+        let (s, e) = env
+            .call("POST", "/v1/queues/al/receive", Some(bad.clone()))
+            .await;
+        assert_eq!(
+            (s, e["error"]["kind"].as_str()),
+            (400, Some("invalid_argument")),
+            "{bad}: {e}"
+        );
+    }
+    let (_, e) = env
+        .call("POST", "/v1/queues/al/receive", Some(json!({"batch": 2})))
+        .await;
+    let message = e["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("batch") && message.contains("`max`") && message.contains("`wait_ms`"),
+        "{message}"
+    );
+
+    env.call(
+        "POST",
+        "/v1/delayed/alt/messages",
+        Some(json!({"payload": "v", "delay_ms": 200})),
+    )
+    .await;
+    let (s, took) = env
+        .call(
+            "POST",
+            "/v1/delayed/alt/take",
+            Some(json!({"timeout_ms": 10000})),
+        )
+        .await;
+    assert_eq!(
+        (s, took["value"]["payload"].as_str()),
+        (200, Some("v")),
+        "{took}"
+    );
+    let (s, e) = env
+        .call("POST", "/v1/delayed/alt/take", Some(json!({"timeout": 1})))
+        .await;
+    assert_eq!(
+        (s, e["error"]["kind"].as_str()),
+        (400, Some("invalid_argument"))
+    );
+    env.stop().await;
+}
+
 /// `--host`/`--port` of `delayq serve`: the address they name.
 #[test]
 fn the_listen_address_of_host_and_port() {
