@@ -155,7 +155,7 @@ function preview(b64, mode) {
 async function loadDead() {
   if (!state.selected) return;
   const name = state.selected;
-  const data = await api('GET', '/v1/queues/' + encodeURIComponent(name) + '/dead?limit=50');
+  const data = await api('GET', '/v1/queues/' + encodeURIComponent(name) + '/dead-letters?limit=50');
   if (name !== state.selected) return;
   const body = $('#dead tbody');
   body.replaceChildren();
@@ -169,7 +169,7 @@ async function loadDead() {
       el('td', {}, new Date(d.died_at).toLocaleTimeString()),
       el('td', { class: 'muted' }, hook),
       el('td', {}, el('pre', {}, preview(d.payload_base64, mode))),
-      el('td', {}, el('button', { 'data-testid': 'requeue', onclick: () => act(() => api('POST', qpath() + '/dead/requeue', { ids: [d.id] }), (r) => 'requeued ' + r.requeued) }, 'Requeue'))));
+      el('td', {}, el('button', { 'data-testid': 'requeue', onclick: () => act(() => api('POST', qpath() + '/dead-letters/requeue', { ids: [d.id] }), (r) => 'requeued ' + r.requeued) }, 'Requeue'))));
   }
 }
 
@@ -225,9 +225,9 @@ $('#reschedule-form').addEventListener('submit', (e) => {
   const ms = Number($('#reschedule-ms').value || 0);
   act(() => api('POST', qpath() + '/messages/' + encodeURIComponent(id) + '/reschedule', { delay_ms: ms }), (r) => 'rescheduled ' + id + ', due ' + new Date(r.due_at).toLocaleTimeString());
 });
-$('#requeue-all').addEventListener('click', () => act(() => api('POST', qpath() + '/dead/requeue', {}), (r) => 'requeued ' + r.requeued));
+$('#requeue-all').addEventListener('click', () => act(() => api('POST', qpath() + '/dead-letters/requeue', {}), (r) => 'requeued ' + r.requeued));
 $('#purge').addEventListener('click', () => {
-  if (confirm('Delete every dead letter of ' + state.selected + '?')) act(() => api('DELETE', qpath() + '/dead'), (r) => 'purged ' + r.purged);
+  if (confirm('Delete every dead letter of ' + state.selected + '?')) act(() => api('DELETE', qpath() + '/dead-letters'), (r) => 'purged ' + r.purged);
 });
 $('#preview').addEventListener('change', () => loadDead().catch(() => {}));
 

@@ -36,6 +36,8 @@ pub(crate) const MAX_WAIT_MS: u64 = 30_000;
 /// The most dead letters one listing returns.
 pub(crate) const MAX_DEAD_LIST: usize = 1000;
 
+// The `_short` handlers are the `/dead` spelling, documented as deprecated.
+#[allow(deprecated)]
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/", get(crate::dashboard::index))
@@ -59,10 +61,21 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/v1/queues/{name}/deliveries/{id}/nack", post(nack))
         .route("/v1/queues/{name}/deliveries/{id}/extend", post(extend))
         .route(
-            "/v1/queues/{name}/dead",
+            "/v1/queues/{name}/dead-letters",
             get(dead_letters).delete(purge_dead),
         )
-        .route("/v1/queues/{name}/dead/requeue", post(requeue_dead))
+        .route("/v1/queues/{name}/dead-letters/requeue", post(requeue_dead))
+        .route(
+            "/v1/queues/{name}/dead-letters/purge",
+            post(purge_dead_post),
+        )
+        // The first spelling of the dead letters' routes, kept working.
+        .route(
+            "/v1/queues/{name}/dead",
+            get(dead_letters_short).delete(purge_dead_short),
+        )
+        .route("/v1/queues/{name}/dead/requeue", post(requeue_dead_short))
+        .route("/v1/queues/{name}/dead/purge", post(purge_dead_post_short))
         .route("/v1/delayed/{name}", get(get_delayed))
         .route("/v1/delayed/{name}/messages", post(delayed_offer))
         .route("/v1/delayed/{name}/take", post(delayed_take))
@@ -848,7 +861,7 @@ pub(crate) struct DeadLetters {
     dead_letters: Vec<DeadLetterJson>,
 }
 
-#[utoipa::path(get, path = "/v1/queues/{name}/dead", tag = "dead letters",
+#[utoipa::path(get, path = "/v1/queues/{name}/dead-letters", tag = "dead letters",
     params(("name" = String, Path), ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "1 to 1000, default 100")),
     responses((status = 200, body = DeadLetters), (status = 400, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
@@ -923,7 +936,7 @@ pub(crate) struct RequeueResponse {
     requeued: u64,
 }
 
-#[utoipa::path(post, path = "/v1/queues/{name}/dead/requeue", tag = "dead letters",
+#[utoipa::path(post, path = "/v1/queues/{name}/dead-letters/requeue", tag = "dead letters",
     params(("name" = String, Path)), request_body = Option<RequeueRequest>, security(("bearer" = [])),
     responses((status = 200, body = RequeueResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -950,7 +963,7 @@ pub(crate) struct PurgeResponse {
     purged: u64,
 }
 
-#[utoipa::path(delete, path = "/v1/queues/{name}/dead", tag = "dead letters",
+#[utoipa::path(delete, path = "/v1/queues/{name}/dead-letters", tag = "dead letters",
     params(("name" = String, Path)), security(("bearer" = [])),
     responses((status = 200, body = PurgeResponse), (status = 400, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
@@ -976,6 +989,84 @@ async fn purge_dead(
         let _ = state.client.query::<i64>(&cmd).await;
     }
     Ok(Json(PurgeResponse { purged }))
+}
+
+/// The same as `DELETE /v1/queues/{name}/dead-letters`.
+///
+/// For clients that cannot send `DELETE`.
+#[utoipa::path(post, path = "/v1/queues/{name}/dead-letters/purge", tag = "dead letters",
+    params(("name" = String, Path)), security(("bearer" = [])),
+    responses((status = 200, body = PurgeResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn purge_dead_post(
+    state: AppStateRef,
+    name: Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<PurgeResponse>> {
+    purge_dead(state, name, headers).await
+}
+
+// The first spelling of the dead letters' routes, `/dead`, answers as `/dead-letters`.
+
+/// The same as `GET /v1/queues/{name}/dead-letters`.
+#[utoipa::path(get, path = "/v1/queues/{name}/dead", tag = "dead letters",
+    params(("name" = String, Path), ("limit" = Option<usize>, Query, minimum = 1, maximum = 1000, description = "1 to 1000, default 100")),
+    responses((status = 200, body = DeadLetters), (status = 400, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+#[deprecated = "/dead-letters"]
+async fn dead_letters_short(
+    state: AppStateRef,
+    name: Path<String>,
+    query: RawQuery,
+) -> ApiResult<Json<DeadLetters>> {
+    dead_letters(state, name, query).await
+}
+
+/// The same as `POST /v1/queues/{name}/dead-letters/requeue`.
+#[utoipa::path(post, path = "/v1/queues/{name}/dead/requeue", tag = "dead letters",
+    params(("name" = String, Path)), request_body = Option<RequeueRequest>, security(("bearer" = [])),
+    responses((status = 200, body = RequeueResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+#[deprecated = "/dead-letters/requeue"]
+async fn requeue_dead_short(
+    state: AppStateRef,
+    name: Path<String>,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> ApiResult<Json<RequeueResponse>> {
+    requeue_dead(state, name, headers, raw).await
+}
+
+/// The same as `DELETE /v1/queues/{name}/dead-letters`.
+#[utoipa::path(delete, path = "/v1/queues/{name}/dead", tag = "dead letters",
+    params(("name" = String, Path)), security(("bearer" = [])),
+    responses((status = 200, body = PurgeResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+#[deprecated = "/dead-letters"]
+async fn purge_dead_short(
+    state: AppStateRef,
+    name: Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<PurgeResponse>> {
+    purge_dead(state, name, headers).await
+}
+
+/// The same as `POST /v1/queues/{name}/dead-letters/purge`.
+#[utoipa::path(post, path = "/v1/queues/{name}/dead/purge", tag = "dead letters",
+    params(("name" = String, Path)), security(("bearer" = [])),
+    responses((status = 200, body = PurgeResponse), (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+#[deprecated = "/dead-letters/purge"]
+async fn purge_dead_post_short(
+    state: AppStateRef,
+    name: Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Json<PurgeResponse>> {
+    purge_dead(state, name, headers).await
 }
 
 // ---------------------------------------------------------------- delayed queue
@@ -1127,8 +1218,9 @@ impl utoipa::Modify for BearerAuth {
 #[openapi(
     info(title = "delayq serve", description = "Delayed and reliable queues on Redis over HTTP (docs/serve.md)"),
     paths(server_info, openapi, list_queues, get_queue, offer, cancel, reschedule, receive, ack, nack,
-        extend, dead_letters, requeue_dead, purge_dead, get_delayed, delayed_offer, delayed_take,
-        crate::metrics::metrics),
+        extend, dead_letters, requeue_dead, purge_dead, purge_dead_post, dead_letters_short,
+        requeue_dead_short, purge_dead_short, purge_dead_post_short, get_delayed, delayed_offer,
+        delayed_take, crate::metrics::metrics),
     modifiers(&BearerAuth),
 )]
 pub struct ApiDoc;

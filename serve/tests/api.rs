@@ -634,6 +634,9 @@ async fn metrics_openapi_and_dashboard_are_served() {
         "/v1/queues/{name}/deliveries/{id}/ack",
         "/v1/queues/{name}/deliveries/{id}/nack",
         "/v1/queues/{name}/deliveries/{id}/extend",
+        "/v1/queues/{name}/dead-letters",
+        "/v1/queues/{name}/dead-letters/requeue",
+        "/v1/queues/{name}/dead-letters/purge",
         "/v1/queues/{name}/dead",
         "/v1/queues/{name}/dead/requeue",
         "/v1/delayed/{name}",
@@ -1461,6 +1464,118 @@ async fn receive_take_and_extend_take_the_other_usual_names() {
         (s, e["error"]["kind"].as_str()),
         (400, Some("invalid_argument"))
     );
+    env.stop().await;
+}
+
+/// Dead letters under `/dead-letters` (the OpenAPI document's spelling) and `/dead` (the
+/// first one): listed, requeued, purged by `DELETE` or by `POST .../purge`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_answer_under_both_spellings() {
+    let env = Env::start(config()).await;
+    env.configure("dd", 1, vec![Duration::from_millis(10)])
+        .await;
+    // Buries `id`: its one attempt is nacked (the queue must hold no other ready message).
+    let bury = |id: String| {
+        let env = &env;
+        async move {
+            env.call(
+                "POST",
+                "/v1/queues/dd/messages",
+                Some(json!({"payload": id, "id": id})),
+            )
+            .await;
+            let d = env.receive_and("dd", "nack").await;
+            assert_eq!(d["id"].as_str(), Some(id.as_str()));
+        }
+    };
+    for id in ["a", "b", "c"] {
+        bury(id.into()).await;
+    }
+    let (s, long) = env.call("GET", "/v1/queues/dd/dead-letters", None).await;
+    assert_eq!(s, 200);
+    assert_eq!(long["dead_letters"].as_array().unwrap().len(), 3, "{long}");
+    let (_, short) = env.call("GET", "/v1/queues/dd/dead?limit=5", None).await;
+    assert_eq!(
+        short["dead_letters"].as_array().unwrap().len(),
+        3,
+        "{short}"
+    );
+    let (s, _) = env
+        .call("GET", "/v1/queues/dd/dead-letters?limit=0", None)
+        .await;
+    assert_eq!(s, 400);
+    let (s, r) = env
+        .call(
+            "POST",
+            "/v1/queues/dd/dead-letters/requeue",
+            Some(json!({"ids": ["a"]})),
+        )
+        .await;
+    assert_eq!((s, r["requeued"].as_u64()), (200, Some(1)), "{r}");
+    let (s, r) = env
+        .call(
+            "POST",
+            "/v1/queues/dd/dead/requeue",
+            Some(json!({"ids": ["b"]})),
+        )
+        .await;
+    assert_eq!((s, r["requeued"].as_u64()), (200, Some(1)), "{r}");
+    for _ in 0..2 {
+        let d = env.receive_and("dd", "ack").await;
+        assert!(d["id"] == "a" || d["id"] == "b", "{d}");
+    }
+    // Each purge spelling, each time with one dead letter to purge.
+    for (i, (method, path)) in [
+        ("POST", "/v1/queues/dd/dead-letters/purge"),
+        ("DELETE", "/v1/queues/dd/dead-letters"),
+        ("POST", "/v1/queues/dd/dead/purge"),
+        ("DELETE", "/v1/queues/dd/dead"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (s, e) = env.call_as(None, method, path, None).await;
+        assert_eq!(s, 401, "{method} {path} needs the token: {e}");
+        if i > 0 {
+            bury(format!("d{i}")).await;
+        }
+        let (s, p) = env.call(method, path, None).await;
+        assert_eq!(
+            (s, p["purged"].as_u64()),
+            (200, Some(1)),
+            "{method} {path}: {p}"
+        );
+    }
+    let (_, q) = env.call("GET", "/v1/queues/dd", None).await;
+    assert_eq!(
+        q["counts"],
+        json!({"delayed": 0, "ready": 0, "in_flight": 0, "dead": 0}),
+        "{q}"
+    );
+
+    let (_, doc) = env.call("GET", "/openapi.json", None).await;
+    let paths = &doc["paths"];
+    for (path, method) in [
+        ("/v1/queues/{name}/dead-letters", "get"),
+        ("/v1/queues/{name}/dead-letters", "delete"),
+        ("/v1/queues/{name}/dead-letters/requeue", "post"),
+        ("/v1/queues/{name}/dead-letters/purge", "post"),
+    ] {
+        let op = &paths[path][method];
+        assert!(op.is_object(), "{method} {path} not documented");
+        assert_ne!(op["deprecated"], true, "{method} {path}");
+    }
+    for (path, method) in [
+        ("/v1/queues/{name}/dead", "get"),
+        ("/v1/queues/{name}/dead", "delete"),
+        ("/v1/queues/{name}/dead/requeue", "post"),
+        ("/v1/queues/{name}/dead/purge", "post"),
+    ] {
+        assert_eq!(
+            paths[path][method]["deprecated"], true,
+            "{method} {path}: the other spelling"
+        );
+    }
     env.stop().await;
 }
 
