@@ -56,6 +56,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             "/v1/queues/{name}/messages/{id}/reschedule",
             post(reschedule),
         )
+        .route(
+            "/v1/queues/{name}/settings",
+            get(get_settings).put(put_settings),
+        )
         .route("/v1/queues/{name}/receive", post(receive))
         .route("/v1/queues/{name}/deliveries/{id}/ack", post(ack))
         .route("/v1/queues/{name}/deliveries/{id}/nack", post(nack))
@@ -388,6 +392,186 @@ async fn get_queue(
         totals: totals(delayq::metrics::QueueKind::Reliable, &name),
         name,
     }))
+}
+
+/// The stored settings of a reliable queue (the `settings` of `GET /v1/queues/{name}`).
+#[utoipa::path(get, path = "/v1/queues/{name}/settings", tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    responses((status = 200, body = Settings, description = "The stored settings (the defaults when none are stored)"),
+        (status = 400, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn get_settings(
+    State(state): AppStateRef,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Settings>> {
+    let q = state.reliable_read(&name)?;
+    Ok(Json(settings_json(&q.settings().await?)))
+}
+
+/// Serde: a field given, even as `null`, is `Some` (`Some(None)` for `null`).
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// The settings to store for a reliable queue; each one left out keeps its stored value (a
+/// queue without stored settings gets the defaults for the rest). Durations in ms. Name at
+/// least one. The answer of `GET /v1/queues/{name}/settings` is accepted as it is.
+#[derive(Deserialize, utoipa::ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SettingsRequest {
+    /// The lease of a received message (at least 1; default 30000). Also accepted as
+    /// `visibility_ms`.
+    #[serde(alias = "visibility_ms")]
+    #[schema(minimum = 1, maximum = 1125899906842624_u64)]
+    visibility_timeout_ms: Option<u64>,
+    /// Deliveries before a message becomes a dead letter (1 to 255; default 5).
+    #[schema(minimum = 1, maximum = 255)]
+    max_attempts: Option<u32>,
+    /// A back-off schedule: the delay after the 1st, 2nd, ... failed attempt (the last one
+    /// repeats). Not with `backoff_base_ms`/`backoff_max_ms`.
+    backoff_ms: Option<Vec<u64>>,
+    /// An exponential back-off (with jitter): the delay after the first failed attempt
+    /// (default 1000; the other part left out takes its default).
+    backoff_base_ms: Option<u64>,
+    /// An exponential back-off: the longest delay (default 600000).
+    backoff_max_ms: Option<u64>,
+    /// The back-off as the answer writes it: `exponential BASE_MS MAX_MS` or
+    /// `schedule MS MS ...` (the command line's `exponential:BASE_MS:MAX_MS` and
+    /// `schedule:MS,MS,...` too). Not with the `backoff_*` fields.
+    backoff: Option<String>,
+    /// Sub-queues: a power of two, 1 to 1024 (see docs/cluster.md). Refused while the
+    /// queue holds messages.
+    #[schema(minimum = 1, maximum = 1024)]
+    shards: Option<u32>,
+    /// How long dead letters are kept; 0 or `null`: until requeued or purged.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u64>)]
+    dead_letter_retention_ms: Option<Option<u64>>,
+    /// How long acked ids are remembered, so that an offer of the same id creates nothing;
+    /// 0 or `null`: not at all.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<u64>)]
+    idempotency_retention_ms: Option<Option<u64>>,
+}
+
+/// The settable names, for the error of a request that names none.
+const SETTINGS_FIELDS: &str = "visibility_timeout_ms, max_attempts, backoff_ms, backoff_base_ms, \
+     backoff_max_ms, backoff, shards, dead_letter_retention_ms, idempotency_retention_ms";
+
+/// A back-off as [`Settings::backoff`] writes it, or as the command line does.
+fn parse_backoff(text: &str) -> ApiResult<delayq::Backoff> {
+    let bad = || {
+        ApiError::invalid(format!(
+            "backoff {text:?} is not `exponential BASE_MS MAX_MS` or `schedule MS MS ...`"
+        ))
+    };
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || c == ':' || c == ',')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let (kind, nums) = words.split_first().ok_or_else(bad)?;
+    let nums = nums
+        .iter()
+        .map(|w| w.parse::<u64>().map(Duration::from_millis))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| bad())?;
+    match (*kind, nums.as_slice()) {
+        ("exponential", [base, max]) => Ok(delayq::Backoff::Exponential {
+            base: *base,
+            max: *max,
+        }),
+        ("schedule", [_, ..]) => Ok(delayq::Backoff::Schedule(nums)),
+        _ => Err(bad()),
+    }
+}
+
+impl SettingsRequest {
+    /// Core's options naming these settings, to be stored (`update_settings`), for a
+    /// handle without a transfer task.
+    fn options(self) -> ApiResult<delayq::ReliableQueueOptions> {
+        let ms = Duration::from_millis;
+        let parts = delayq::Backoff::from_parts(
+            self.backoff_ms.map(|v| v.into_iter().map(ms).collect()),
+            self.backoff_base_ms.map(ms),
+            self.backoff_max_ms.map(ms),
+        )?;
+        let backoff = match (self.backoff, parts) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::invalid(
+                    "give backoff or backoff_ms / backoff_base_ms / backoff_max_ms, not both",
+                ))
+            }
+            (Some(text), None) => Some(parse_backoff(&text)?),
+            (None, parts) => parts,
+        };
+        // Null is 0: off.
+        let retention = |r: Option<Option<u64>>| r.map(|r| ms(r.unwrap_or(0)));
+        let opts = delayq::ReliableQueueOptions {
+            visibility_timeout: self.visibility_timeout_ms.map(ms),
+            max_attempts: self.max_attempts,
+            backoff,
+            shards: self.shards,
+            dead_letter_retention: retention(self.dead_letter_retention_ms),
+            idempotency_retention: retention(self.idempotency_retention_ms),
+            update_settings: true,
+            scheduler: crate::state::no_scheduler(),
+        };
+        let named = opts.visibility_timeout.is_some()
+            || opts.max_attempts.is_some()
+            || opts.backoff.is_some()
+            || opts.shards.is_some()
+            || opts.dead_letter_retention.is_some()
+            || opts.idempotency_retention.is_some();
+        if !named {
+            return Err(ApiError::invalid(format!(
+                "name at least one setting: {SETTINGS_FIELDS}"
+            )));
+        }
+        Ok(opts)
+    }
+}
+
+/// Store settings of a reliable queue.
+///
+/// Through core (as `delayq reliable configure` does): every handle in every process uses
+/// them. The settings left out keep their stored values. A bad value, or a change of
+/// `shards` while the queue holds messages, is a 400 `invalid_argument` and stores nothing.
+#[utoipa::path(put, path = "/v1/queues/{name}/settings", tag = "queues",
+    params(("name" = String, Path, description = "Queue name")),
+    request_body = SettingsRequest, security(("bearer" = [])),
+    responses((status = 200, body = Settings, description = "The settings now stored, as `GET /v1/queues/{name}` shows them"),
+        (status = 400, body = ErrorBody, description = "A bad value (core's `invalid_argument`): nothing was stored"),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+async fn put_settings(
+    State(state): AppStateRef,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    raw: Bytes,
+) -> ApiResult<Json<Settings>> {
+    auth::check(&state, &headers)?;
+    let req: SettingsRequest = body(&raw)?;
+    let opts = req.options()?;
+    // Core checks every value when the handle is made, before anything reaches Redis, and
+    // refuses a change of shards while the queue holds messages before storing anything.
+    let shards = opts.shards;
+    let q = state.client.reliable_queue(&name, opts)?;
+    let shards_before = match shards {
+        Some(_) => Some(state.reliable_read(&name)?.settings().await?.shards),
+        None => None,
+    };
+    let stored = q.settings().await;
+    q.close();
+    let stored = stored?;
+    if shards_before.is_some_and(|before| before != stored.shards) {
+        // This process's handle (and its webhook workers') keeps the layout it read.
+        state.renew_reliable(&name);
+    }
+    state.saw(true, &name);
+    Ok(Json(settings_json(&stored)))
 }
 
 /// A message to offer. Give `payload` or `payload_base64`.
@@ -1217,10 +1401,10 @@ impl utoipa::Modify for BearerAuth {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "delayq serve", description = "Delayed and reliable queues on Redis over HTTP (docs/serve.md)"),
-    paths(server_info, openapi, list_queues, get_queue, offer, cancel, reschedule, receive, ack, nack,
-        extend, dead_letters, requeue_dead, purge_dead, purge_dead_post, dead_letters_short,
-        requeue_dead_short, purge_dead_short, purge_dead_post_short, get_delayed, delayed_offer,
-        delayed_take, crate::metrics::metrics),
+    paths(server_info, openapi, list_queues, get_queue, get_settings, put_settings, offer, cancel,
+        reschedule, receive, ack, nack, extend, dead_letters, requeue_dead, purge_dead,
+        purge_dead_post, dead_letters_short, requeue_dead_short, purge_dead_short,
+        purge_dead_post_short, get_delayed, delayed_offer, delayed_take, crate::metrics::metrics),
     modifiers(&BearerAuth),
 )]
 pub struct ApiDoc;

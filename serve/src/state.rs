@@ -46,7 +46,7 @@ pub(crate) struct Known {
     pub(crate) delayed: BTreeSet<String>,
 }
 
-fn no_scheduler() -> delayq::SchedulerOptions {
+pub(crate) fn no_scheduler() -> delayq::SchedulerOptions {
     delayq::SchedulerOptions {
         enabled: false,
         ..Default::default()
@@ -93,6 +93,17 @@ impl AppState {
             .reliable_queue(name, ReliableQueueOptions::default())?;
         map.insert(name.to_owned(), q.clone());
         Ok(q)
+    }
+
+    /// Drops this process's handle on the reliable queue `name`, after its number of shards
+    /// changed (a handle keeps the layout it first read): the next call makes a new one,
+    /// and the queue's webhook workers start again with it. Calls under way finish with
+    /// the old handle, which goes with them.
+    pub(crate) fn renew_reliable(self: &Arc<Self>, name: &str) {
+        let old = self.reliable.lock().unwrap().remove(name);
+        if old.is_some() {
+            self.webhooks.restart(self, name);
+        }
     }
 
     /// A handle on the delayed queue `name`.

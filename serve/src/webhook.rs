@@ -118,6 +118,17 @@ impl Webhooks {
         }
     }
 
+    /// Stops the workers of queue `name`, if any run here, and starts new ones with this
+    /// process's current handle on it (see `AppState::renew_reliable`). A worker that is
+    /// delivering finishes that attempt first.
+    pub(crate) fn restart(&self, state: &Arc<AppState>, name: &str) {
+        let Some(stop) = self.running.lock().unwrap().remove(name) else {
+            return;
+        };
+        stop.cancel();
+        self.ensure_running(state, name);
+    }
+
     /// Writes the record of message `id` of queue `name` (to be POSTed to `url`): over
     /// one already there only when `overwrite`. Returns whether it wrote.
     pub(crate) async fn record(

@@ -631,6 +631,7 @@ async fn metrics_openapi_and_dashboard_are_served() {
         "/v1/queues/{name}/messages/{id}",
         "/v1/queues/{name}/messages/{id}/reschedule",
         "/v1/queues/{name}/receive",
+        "/v1/queues/{name}/settings",
         "/v1/queues/{name}/deliveries/{id}/ack",
         "/v1/queues/{name}/deliveries/{id}/nack",
         "/v1/queues/{name}/deliveries/{id}/extend",
@@ -1619,5 +1620,225 @@ async fn the_service_listens_on_the_port_it_is_given() {
     assert_eq!(env.base, format!("http://127.0.0.1:{port}"));
     let (s, _) = env.call("GET", "/v1/server", None).await;
     assert_eq!(s, 200);
+    env.stop().await;
+}
+
+/// `PUT /v1/queues/{name}/settings` stores settings through core: the answer is what
+/// `GET /v1/queues/{name}` shows, a setting left out keeps its value, the service's own
+/// handle uses the new ones at once, and a bad value is a 400 that stores nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_are_stored_by_put() {
+    let env = Env::start(config()).await;
+    let path = "/v1/queues/st/settings";
+    // Bad values first, on an empty Redis: each one stores nothing at all.
+    for bad in [
+        json!({}),
+        json!({"visibility_timeout_ms": 0}),
+        json!({"visibility_timeout_ms": 1125899906842625u64}),
+        json!({"visibility_timeout_ms": -5}),
+        json!({"max_attempts": 0}),
+        json!({"max_attempts": 256}),
+        json!({"max_attempts": 3, "shards": 3}),
+        json!({"shards": 0}),
+        json!({"backoff_ms": []}),
+        json!({"backoff_ms": [10], "backoff_base_ms": 5}),
+        json!({"backoff_base_ms": 1000, "backoff_max_ms": 10}),
+        json!({"backoff": "linear 5"}),
+        json!({"backoff": "schedule 5", "backoff_ms": [5]}),
+        json!({"dead_letter_retention_ms": 1125899906842625u64}),
+        json!({"visibility": 1000}),
+    ] {
+        let (s, e) = env.call("PUT", path, Some(bad.clone())).await;
+        assert_eq!(
+            (s, e["error"]["kind"].as_str()),
+            (400, Some("invalid_argument")),
+            "{bad}: {e}"
+        );
+        assert_eq!(env.keys(), Vec::<String>::new(), "{bad} wrote to Redis");
+    }
+    let (s, e) = env
+        .call_as(None, "PUT", path, Some(json!({"max_attempts": 2})))
+        .await;
+    assert_eq!(s, 401, "{e}");
+
+    // The service holds a handle on the queue before its settings change.
+    env.call(
+        "POST",
+        "/v1/queues/st/messages",
+        Some(json!({"payload": "x", "id": "x"})),
+    )
+    .await;
+    let (s, stored) = env
+        .call(
+            "PUT",
+            path,
+            Some(json!({
+                "visibility_timeout_ms": 1500,
+                "max_attempts": 1,
+                "backoff_ms": [100, 200],
+                "dead_letter_retention_ms": 60000,
+                "idempotency_retention_ms": 5000,
+            })),
+        )
+        .await;
+    assert_eq!(s, 200, "{stored}");
+    assert_eq!(
+        stored,
+        json!({
+            "visibility_timeout_ms": 1500,
+            "max_attempts": 1,
+            "backoff": "schedule 100 200",
+            "shards": 1,
+            "dead_letter_retention_ms": 60000,
+            "idempotency_retention_ms": 5000,
+        })
+    );
+    let (_, q) = env.call("GET", "/v1/queues/st", None).await;
+    assert_eq!(q["settings"], stored);
+    let (s, got) = env.call("GET", path, None).await;
+    assert_eq!((s, &got), (200, &stored));
+    // The service's handle uses them: a lease of 1.5 s, and one attempt.
+    let (_, r) = env
+        .call(
+            "POST",
+            "/v1/queues/st/receive",
+            Some(json!({"wait_ms": 5000})),
+        )
+        .await;
+    let d = &r["deliveries"][0];
+    let lease = d["deadline"].as_i64().unwrap() - env.client.server_time_ms().await.unwrap();
+    assert!(lease <= 1500, "lease {lease} ms (the default is 30 s): {r}");
+    let (s, _) = env
+        .call("POST", "/v1/queues/st/deliveries/x/nack", None)
+        .await;
+    assert_eq!(s, 200);
+    let (_, q) = env.call("GET", "/v1/queues/st", None).await;
+    assert_eq!(q["counts"]["dead"], 1, "the one attempt was the last: {q}");
+
+    // A part left out keeps its value; null turns a retention off; GET's answer goes back.
+    let (s, now) = env
+        .call(
+            "PUT",
+            path,
+            Some(json!({"backoff_base_ms": 50, "backoff_max_ms": 500, "dead_letter_retention_ms": null})),
+        )
+        .await;
+    assert_eq!(s, 200, "{now}");
+    assert_eq!(now["backoff"], "exponential 50 500");
+    assert_eq!(now["dead_letter_retention_ms"], Value::Null);
+    assert_eq!(now["visibility_timeout_ms"], 1500);
+    assert_eq!(now["idempotency_retention_ms"], 5000);
+    let (s, again) = env.call("PUT", path, Some(now.clone())).await;
+    assert_eq!((s, &again), (200, &now));
+    let (_, back) = env
+        .call(
+            "PUT",
+            path,
+            Some(json!({"backoff": "schedule:10,20", "visibility_ms": 2000, "idempotency_retention_ms": 0})),
+        )
+        .await;
+    assert_eq!(
+        (
+            &back["backoff"],
+            &back["visibility_timeout_ms"],
+            &back["idempotency_retention_ms"]
+        ),
+        (&json!("schedule 10 20"), &json!(2000), &Value::Null),
+        "{back}"
+    );
+
+    // A bad value leaves the stored settings as they were, the good ones beside it too.
+    let before = env.redis.cli(&["HGETALL", "{dq:st}:settings"]);
+    for bad in [
+        json!({"max_attempts": 3, "visibility_timeout_ms": 0}),
+        json!({"max_attempts": 3, "shards": 2}),
+    ] {
+        let (s, e) = env.call("PUT", path, Some(bad.clone())).await;
+        assert_eq!(
+            (s, e["error"]["kind"].as_str()),
+            (400, Some("invalid_argument")),
+            "{bad}: {e}"
+        );
+        assert_eq!(
+            env.redis.cli(&["HGETALL", "{dq:st}:settings"]),
+            before,
+            "{bad}"
+        );
+    }
+    let (s, e) = env.call("PUT", "/v1/queues/st/settings", None).await;
+    assert_eq!(s, 400, "a PUT that names nothing: {e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("visibility_timeout_ms"),
+        "{e}"
+    );
+    env.stop().await;
+}
+
+/// A change of the number of shards through `PUT .../settings` reaches the service's own
+/// handle, which had read the old layout: offers and receives go on, in the new shards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_of_shards_by_put_is_used_by_the_service() {
+    let env = Env::start(config()).await;
+    env.call(
+        "POST",
+        "/v1/queues/rs/messages",
+        Some(json!({"payload": "one"})),
+    )
+    .await;
+    env.receive_and("rs", "ack").await;
+    let (s, stored) = env
+        .call("PUT", "/v1/queues/rs/settings", Some(json!({"shards": 4})))
+        .await;
+    assert_eq!((s, &stored["shards"]), (200, &json!(4)), "{stored}");
+    for i in 0..8 {
+        let (s, o) = env
+            .call(
+                "POST",
+                "/v1/queues/rs/messages",
+                Some(json!({"payload": format!("m{i}"), "id": format!("m{i}")})),
+            )
+            .await;
+        assert_eq!(s, 201, "{o}");
+    }
+    let shards = env
+        .keys()
+        .iter()
+        .filter(|k| k.ends_with(":ready") && k.contains("dq:rs:"))
+        .count();
+    assert!(
+        shards > 1,
+        "the messages are in the shards: {:?}",
+        env.keys()
+    );
+    let mut got = 0;
+    while got < 8 {
+        let (_, r) = env
+            .call(
+                "POST",
+                "/v1/queues/rs/receive",
+                Some(json!({"max": 8, "wait_ms": 5000})),
+            )
+            .await;
+        let list = r["deliveries"].as_array().unwrap();
+        assert!(!list.is_empty(), "{r}");
+        for d in list {
+            let id = d["id"].as_str().unwrap();
+            let (s, _) = env
+                .call("POST", &format!("/v1/queues/rs/deliveries/{id}/ack"), None)
+                .await;
+            assert_eq!(s, 200);
+        }
+        got += list.len();
+    }
+    let (_, q) = env.call("GET", "/v1/queues/rs", None).await;
+    assert_eq!(
+        q["counts"],
+        json!({"delayed": 0, "ready": 0, "in_flight": 0, "dead": 0}),
+        "{q}"
+    );
+    assert_eq!(q["settings"]["shards"], 4);
     env.stop().await;
 }

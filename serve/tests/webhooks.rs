@@ -479,3 +479,114 @@ async fn without_a_secret_requests_are_signed_with_a_random_key() {
     }
     env.stop().await;
 }
+
+/// A webhook queue whose number of shards changes through `PUT .../settings` keeps being
+/// delivered: its workers start again with a handle on the new layout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_go_on_after_the_shards_change() {
+    let env = Env::start(hook_config()).await;
+    let mut hook = endpoint().await;
+    let offer = |id: &'static str| {
+        let env = &env;
+        let url = format!("{}/ok", hook.url);
+        async move {
+            let (s, o) = env
+                .call(
+                    "POST",
+                    "/v1/queues/wsh/messages",
+                    Some(json!({"payload": id, "id": id, "callback_url": url})),
+                )
+                .await;
+            assert_eq!(s, 201, "{o}");
+        }
+    };
+    offer("before").await;
+    assert_eq!(&next(&mut hook.rx).await.body[..], b"before");
+    until(Duration::from_secs(10), || async {
+        let (_, q) = env.call("GET", "/v1/queues/wsh", None).await;
+        (q["counts"]["in_flight"] == 0 && q["totals"]["acked"] == 1).then_some(())
+    })
+    .await;
+    let (s, stored) = env
+        .call("PUT", "/v1/queues/wsh/settings", Some(json!({"shards": 2})))
+        .await;
+    assert_eq!((s, &stored["shards"]), (200, &json!(2)), "{stored}");
+    let ids = ["a1", "a2", "a3", "a4"];
+    for id in ids {
+        offer(id).await;
+    }
+    let mut got: Vec<String> = Vec::new();
+    for _ in ids {
+        got.push(String::from_utf8_lossy(&next(&mut hook.rx).await.body).into_owned());
+    }
+    got.sort();
+    assert_eq!(got, ids);
+    env.stop().await;
+}
+
+/// An endpoint slower than the queue's visibility timeout (1.5 s against 0.5 s): the lease
+/// is kept while it answers, so the message is POSTed once, acked, and its record goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_slower_than_the_lease_gets_the_message_once() {
+    let env = Env::start(delayq_serve::Config {
+        webhook_timeout: Duration::from_secs(5),
+        ..hook_config()
+    })
+    .await;
+    let opts = delayq::ReliableQueueOptions {
+        visibility_timeout: Some(Duration::from_millis(500)),
+        max_attempts: Some(3),
+        ..Default::default()
+    };
+    env.configure_with("slow", opts).await;
+    let mut hook = endpoint().await;
+    let (s, _) = env
+        .call(
+            "POST",
+            "/v1/queues/slow/messages",
+            Some(json!({"payload": "p", "callback_url": format!("{}/slow", hook.url)})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    assert_eq!(next(&mut hook.rx).await.path, "slow");
+    until(Duration::from_secs(15), || async {
+        let (_, q) = env.call("GET", "/v1/queues/slow", None).await;
+        (q["totals"]["acked"] == 1).then_some(())
+    })
+    .await;
+    let (_, info) = env.call("GET", "/v1/queues/slow", None).await;
+    assert_eq!(
+        info["counts"],
+        json!({"delayed": 0, "ready": 0, "in_flight": 0, "dead": 0}),
+        "{info}"
+    );
+    assert!(hook.rx.try_recv().is_err(), "POSTed once");
+    assert_eq!(env.redis.cli(&["HLEN", "{dq:slow}:webhook"]), "0");
+    env.stop().await;
+}
+
+/// An offer with a callback URL that fails (a key of the queue holds another type) leaves
+/// no record and registers no queue (whose workers would fail on that key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_offer_leaves_no_webhook_record() {
+    let env = Env::start(hook_config()).await;
+    env.redis.cli(&["SET", "{dq:wt}:ready", "a string"]);
+    let before = env.keys();
+    let hook = endpoint().await;
+    for id in [json!("a"), json!(null)] {
+        let (s, e) = env
+            .call(
+                "POST",
+                "/v1/queues/wt/messages",
+                Some(json!({"payload": "x", "id": id, "callback_url": format!("{}/ok", hook.url)})),
+            )
+            .await;
+        assert_eq!(
+            (s, e["error"]["kind"].as_str()),
+            (409, Some("wrong_type")),
+            "{e}"
+        );
+        assert_eq!(env.keys(), before, "nothing written");
+    }
+    env.stop().await;
+}
