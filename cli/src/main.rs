@@ -116,8 +116,9 @@ enum Command {
     Reliable(reliable::ReliableArgs),
     /// Serve the queues on HTTP (REST API, webhooks, /metrics, dashboard); docs/serve.md.
     /// Mutating routes need the bearer token in DELAYQ_TOKEN (without it: read-only);
-    /// webhooks are signed with DELAYQ_WEBHOOK_SECRET. Both are read from the environment
-    /// only, never from the command line.
+    /// webhooks are signed with DELAYQ_WEBHOOK_SECRET (without it, with a random key that no
+    /// receiver can check). Both are read from the environment only, never from the
+    /// command line.
     Serve(ServeArgs),
 }
 

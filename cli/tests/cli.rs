@@ -637,9 +637,10 @@ fn serve_answers_http_with_the_token_from_the_environment_and_stops_on_ctrl_c() 
         .local_addr()
         .unwrap()
         .port();
+    // --port alone: on 127.0.0.1.
     let listen = format!("127.0.0.1:{port}");
     let serve = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args(["--url", &server.url(), "serve", "--listen", &listen])
+        .args(["--url", &server.url(), "serve", "--port", &port.to_string()])
         .env("DELAYQ_TOKEN", "cli-token")
         .env_remove("DELAYQ_WEBHOOK_SECRET")
         .stderr(Stdio::piped())
@@ -693,7 +694,7 @@ fn serve_answers_http_with_the_token_from_the_environment_and_stops_on_ctrl_c() 
 }
 
 #[test]
-fn serve_warns_of_unsigned_webhooks_and_ctrl_c_ends_a_long_poll_at_once() {
+fn serve_warns_of_unverifiable_webhook_signatures_and_ctrl_c_ends_a_long_poll_at_once() {
     let server = RedisServer::start();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

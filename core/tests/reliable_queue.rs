@@ -900,9 +900,13 @@ async fn a_receive_that_waits_nothing_finds_messages_that_just_came_due() {
     };
     for shards in [1, 4] {
         o.shards = Some(shards);
-        let q = c.reliable_queue(&format!("instant-{shards}"), o.clone()).unwrap();
+        let q = c
+            .reliable_queue(&format!("instant-{shards}"), o.clone())
+            .unwrap();
         let first = q.offer_with_outcome("soon", soon, None).await.unwrap();
-        q.offer("later", Duration::from_secs(3600), None).await.unwrap();
+        q.offer("later", Duration::from_secs(3600), None)
+            .await
+            .unwrap();
         past(first.due_at.unwrap()).await;
         let d = q.receive(Some(Duration::ZERO)).await.unwrap();
         let d = d.expect("the message that came due");
@@ -913,7 +917,10 @@ async fn a_receive_that_waits_nothing_finds_messages_that_just_came_due() {
         let ids: Vec<String> = (0..3).map(|i| format!("m{i}")).collect();
         let mut due = 0;
         for id in &ids {
-            let o = q.offer_with_outcome(id.as_str(), soon, Some(id)).await.unwrap();
+            let o = q
+                .offer_with_outcome(id.as_str(), soon, Some(id))
+                .await
+                .unwrap();
             due = due.max(o.due_at.unwrap());
         }
         past(due).await;
