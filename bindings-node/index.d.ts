@@ -113,28 +113,57 @@ export type Value = Buffer | Uint8Array | string
  */
 export type Millis = number | bigint
 
+/** The kinds of delayq errors (core's `ErrorKind` names): an error's `kind`. */
+export type DelayqErrorKind = 'invalid_argument' | 'connection' | 'timeout' | 'wrong_type' | 'closed' | 'server'
+
+/** The codes of delayq errors: `ERR_DELAYQ_` and the kind in upper case. */
+export type DelayqErrorCode =
+  | 'ERR_DELAYQ_INVALID_ARGUMENT'
+  | 'ERR_DELAYQ_CONNECTION'
+  | 'ERR_DELAYQ_TIMEOUT'
+  | 'ERR_DELAYQ_WRONG_TYPE'
+  | 'ERR_DELAYQ_CLOSED'
+  | 'ERR_DELAYQ_SERVER'
+
 /**
- * Every error has a stable `code`. A bad argument (a negative or overflowing delay, a value
- * of the wrong type, an options object with a key it does not know) is
+ * The codes by name, frozen: `ErrorCode.INVALID_ARGUMENT === 'ERR_DELAYQ_INVALID_ARGUMENT'`,
+ * and `CONNECTION`, `TIMEOUT`, `WRONG_TYPE`, `CLOSED`, `SERVER`.
+ */
+export declare const ErrorCode: Readonly<{
+  INVALID_ARGUMENT: 'ERR_DELAYQ_INVALID_ARGUMENT'
+  CONNECTION: 'ERR_DELAYQ_CONNECTION'
+  TIMEOUT: 'ERR_DELAYQ_TIMEOUT'
+  WRONG_TYPE: 'ERR_DELAYQ_WRONG_TYPE'
+  CLOSED: 'ERR_DELAYQ_CLOSED'
+  SERVER: 'ERR_DELAYQ_SERVER'
+}>
+
+/**
+ * Every error delayq throws or rejects with is `instanceof DelayqError` (and `instanceof
+ * Error`), with a stable `code` and its `kind`: the test is `code` starting with
+ * `ERR_DELAYQ_` (the native errors are plain `Error`s, the wrapper's own invalid arguments
+ * `TypeError`s). A bad argument (a negative or overflowing delay, a value of the wrong type,
+ * an options object with a key it does not know, an option given in both spellings) is
  * `ERR_DELAYQ_INVALID_ARGUMENT` and never reaches Redis: thrown by the calls that return no
  * Promise (`delayedQueue`, `reliableQueue`, `setLogger`, `packEntry`...), a rejection from
- * those that do. Options objects name their keys exactly: a misspelt one (say
- * `visibilityTimeout` for `visibilityTimeoutMs`) is refused, naming it and the known keys.
+ * those that do. An options object with a misspelt key (say `visibilityTimout`) is refused,
+ * naming it and the known keys. An aborted wait is not a delayq error: it rejects with an
+ * `AbortError` (`code` `ABORT_ERR`).
  */
-export interface DelayqError extends Error {
-  code:
-    | 'ERR_DELAYQ_INVALID_ARGUMENT'
-    | 'ERR_DELAYQ_CONNECTION'
-    | 'ERR_DELAYQ_TIMEOUT'
-    | 'ERR_DELAYQ_WRONG_TYPE'
-    | 'ERR_DELAYQ_CLOSED'
-    | 'ERR_DELAYQ_SERVER'
-    | 'ABORT_ERR'
+export declare class DelayqError extends Error {
+  /** An error of `kind` (default `'server'`); delayq itself never constructs one. */
+  constructor(message?: string, kind?: DelayqErrorKind, options?: { cause?: unknown })
+  readonly code: DelayqErrorCode
+  readonly kind: DelayqErrorKind
+  /** True for any value whose `code` starts with `ERR_DELAYQ_`. */
+  static [Symbol.hasInstance](value: unknown): value is DelayqError
 }
 
 export interface WaitOptions {
   /** Give up after this many ms (resolving to null); absent: wait forever. */
   timeoutMs?: Millis
+  /** The same as `timeoutMs` (ms); give one or the other, not both. */
+  timeout?: Millis
   /** Abort the wait (rejects with an AbortError); nothing is lost. */
   signal?: AbortSignal
 }
@@ -168,6 +197,8 @@ export interface DurabilityOptions {
   aof?: boolean
   /** How long to wait, in ms (default 1000). */
   timeoutMs?: Millis
+  /** The same as `timeoutMs` (ms); give one or the other, not both. */
+  timeout?: Millis
 }
 
 export interface DelayedQueueOptions {
@@ -175,10 +206,16 @@ export interface DelayedQueueOptions {
   scheduler?: boolean
   /** Longest pause between two transfer passes, in ms (default 1000). */
   reconcileIntervalMs?: Millis
+  /** The same as `reconcileIntervalMs` (ms); give one or the other, not both. */
+  reconcileInterval?: Millis
 }
 
 /**
- * Options of a reliable queue handle. The queue's settings (every option but
+ * Options of a reliable queue handle. Each option in ms can also be named without the
+ * `Ms` (`visibilityTimeout`, `backoff`, `backoffBase`, `backoffMax`,
+ * `deadLetterRetention`, `idempotencyRetention`, `reconcileInterval`): the same option, in
+ * ms; naming both spellings of one is `ERR_DELAYQ_INVALID_ARGUMENT`, and an error about a
+ * value names the `Ms` spelling. The queue's settings (every option but
  * `updateSettings`, `scheduler` and `reconcileIntervalMs`) are stored in Redis with the
  * queue and shared by every handle in every process: one left out uses the stored value; a
  * named one must match it (else the handle's first call rejects with
@@ -191,18 +228,35 @@ export interface ReliableQueueOptions extends DelayedQueueOptions {
   visibilityTimeoutMs?: Millis
   /** Deliveries before the dead letters (default 5). */
   maxAttempts?: number | bigint
-  /** Delays in ms before the 1st, 2nd, ... retry (the last repeats). */
-  backoffMs?: Millis[]
+  /** The same as `visibilityTimeoutMs`. */
+  visibilityTimeout?: Millis
+  /**
+   * Delays in ms before the 1st, 2nd, ... retry (the last repeats), without jitter. One
+   * number is a constant back-off, the schedule of that one delay: `backoffMs: 5000` is
+   * `backoffMs: [5000]` (every retry 5 s after its failure; `settings()` reads it back as
+   * `[5000]`). Not together with `backoffBaseMs`/`backoffMaxMs`.
+   */
+  backoffMs?: Millis | Iterable<Millis>
+  /** The same as `backoffMs`. */
+  backoff?: Millis | Iterable<Millis>
   /** Exponential back-off with jitter: first delay in ms (default 1000). */
   backoffBaseMs?: Millis
+  /** The same as `backoffBaseMs`. */
+  backoffBase?: Millis
   /** Exponential back-off: longest delay in ms (default 600000). */
   backoffMaxMs?: Millis
+  /** The same as `backoffMaxMs`. */
+  backoffMax?: Millis
   /** Sub-queues, a power of two (default 1). */
   shards?: number | bigint
   /** How long dead letters are kept, in ms (0, the default: until requeued or purged). */
   deadLetterRetentionMs?: Millis
+  /** The same as `deadLetterRetentionMs`. */
+  deadLetterRetention?: Millis
   /** How long acked ids are remembered for de-duplication, in ms (0, the default: not at all). */
   idempotencyRetentionMs?: Millis
+  /** The same as `idempotencyRetentionMs`. */
+  idempotencyRetention?: Millis
   /** Overwrite the stored settings with the named ones instead of failing (default false). */
   updateSettings?: boolean
 }
@@ -213,6 +267,15 @@ export interface CloseOptions {
    * (absent: close at once). `close(5000)` is short for `close({ deadlineMs: 5000 })`.
    */
   deadlineMs?: Millis
+  /** The same as `deadlineMs` (ms); give one or the other, not both. */
+  deadline?: Millis
+}
+
+export interface ConsumeOptions {
+  /** Handlers running at once (default 1). */
+  concurrency?: number | bigint
+  /** Stops consuming (the Promise of `consume` resolves); nothing is lost. */
+  signal?: AbortSignal
 }
 
 /** A Redisson-compatible delayed queue. */
@@ -235,7 +298,10 @@ export declare class DelayedQueue {
   readAll(): Promise<Buffer[]>
   /** Deletes every waiting entry. */
   clear(): Promise<void>
-  /** Takes the oldest due value, waiting up to `timeoutMs`; null when the time passes. */
+  /**
+   * Takes the oldest due value, waiting up to `timeoutMs`; null when the time passes. The
+   * timeout is a bare number of ms, or `{ timeoutMs }` / `{ timeout }` with `signal`.
+   */
   take(timeoutMs?: Millis | null, options?: { signal?: AbortSignal }): Promise<Buffer | null>
   take(options: WaitOptions): Promise<Buffer | null>
   /** Takes a due value if there is one, without waiting. */
@@ -290,7 +356,10 @@ export declare class ReliableQueue {
   cancel(id: string): Promise<boolean>
   /** Moves a message that has not come due to `delayMs` from now. */
   reschedule(id: string, delayMs: Millis): Promise<boolean>
-  /** Receives the next ready message; null when `timeoutMs` passes. */
+  /**
+   * Receives the next ready message; null when `timeoutMs` passes (a bare number of ms, or
+   * `{ timeoutMs }` / `{ timeout }` with `signal`).
+   */
   receive(timeoutMs?: Millis | null, options?: { signal?: AbortSignal }): Promise<Delivery | null>
   receive(options: WaitOptions): Promise<Delivery | null>
   /** Up to `n` (1 to 1000) ready messages in one round trip; empty when `timeoutMs` passes. */
@@ -311,13 +380,15 @@ export declare class ReliableQueue {
    * Receives ahead and extends the lease of a running handler. Resolves when the handle is
    * closed (after `close({ deadlineMs })`, once running handlers were settled) or `signal` aborts.
    */
-  consume(handler: (delivery: Delivery) => Promise<unknown> | unknown, concurrency?: number, options?: { signal?: AbortSignal }): Promise<void>
+  consume(handler: (delivery: Delivery) => Promise<unknown> | unknown, concurrency?: number | bigint, options?: { signal?: AbortSignal }): Promise<void>
+  /** `consume(handler, { concurrency, signal })`: the same, with the options in one object. */
+  consume(handler: (delivery: Delivery) => Promise<unknown> | unknown, options: ConsumeOptions): Promise<void>
   deliveries(options?: WaitOptions): AsyncGenerator<Delivery, void, undefined>
   /** Closes this handle at once; deliveries already received can still be settled. */
   close(): void
   /**
    * The graceful close: consumers stop receiving, running handlers get up to `deadlineMs`
-   * (a bare number or bigint of ms, or `{ deadlineMs }`) to finish and are acked or
+   * (a bare number or bigint of ms, or `{ deadlineMs }` / `{ deadline }`) to finish and are acked or
    * nacked, prefetched deliveries go back, then the handle closes. A bad deadline rejects
    * with `ERR_DELAYQ_INVALID_ARGUMENT` and leaves the handle open.
    */

@@ -68,7 +68,7 @@ test('close(ms) takes a bare deadline (number or bigint) like close({ deadlineMs
 test('close with a bad deadline rejects and leaves the handle open', async () => {
   const name = queueName();
   const q = client.reliableQueue(name);
-  for (const bad of [-1, -1n, NaN, Infinity, 2n ** 70n, '5000', true, null, { deadline: 5000 }, [5000]]) {
+  for (const bad of [-1, -1n, NaN, Infinity, 2n ** 70n, '5000', true, null, { deadline: -1 }, { dedline: 5000 }, [5000]]) {
     const closing = q.close(bad);
     assert.ok(closing instanceof Promise, String(bad));
     await assert.rejects(closing, INVALID, `close(${typeof bad} ${String(bad)})`);
@@ -211,24 +211,24 @@ test('unknown option keys are refused, naming the key and the known ones', async
   const name = queueName();
   const known = (key, ...names) => (e) =>
     e.code === INVALID.code && e.message.includes(`'${key}'`) && names.every((n) => e.message.includes(n));
-  assert.throws(() => client.reliableQueue(name, { visibilityTimeout: 5000 }), known('visibilityTimeout', 'visibilityTimeoutMs', 'maxAttempts', 'updateSettings'));
-  assert.throws(() => client.reliableQueue(name, { visibilityTimeoutMs: 5000, backoff: [1] }), known('backoff', 'backoffMs'));
-  assert.throws(() => client.delayedQueue(name, { reconcileInterval: 50 }), known('reconcileInterval', 'reconcileIntervalMs', 'scheduler'));
+  assert.throws(() => client.reliableQueue(name, { visibilityTimout: 5000 }), known('visibilityTimout', 'visibilityTimeoutMs', 'maxAttempts', 'updateSettings'));
+  assert.throws(() => client.reliableQueue(name, { visibilityTimeoutMs: 5000, backof: [1] }), known('backof', 'backoffMs'));
+  assert.throws(() => client.delayedQueue(name, { reconcileIntrval: 50 }), known('reconcileIntrval', 'reconcileIntervalMs', 'scheduler'));
   assert.throws(() => client.delayedQueue(name, { maxAttempts: 3 }), known('maxAttempts', 'reconcileIntervalMs'), 'a reliable queue option');
   assert.throws(() => client.reliableQueue(name, [1]), INVALID);
 
   const q = client.reliableQueue(name, { scheduler: false });
   const dq = client.delayedQueue(name, { scheduler: false });
-  await assert.rejects(q.receive({ timeout: 10 }), known('timeout', 'timeoutMs', 'signal'));
+  await assert.rejects(q.receive({ timeot: 10 }), known('timeot', 'timeoutMs', 'signal'));
   await assert.rejects(q.receive(10, { timeoutMs: 10 }), known('timeoutMs', 'signal'));
-  await assert.rejects(q.receiveMany(1, { timeout: 10 }), known('timeout', 'timeoutMs'));
-  await assert.rejects(dq.take({ timeout: 10 }), known('timeout', 'timeoutMs'));
+  await assert.rejects(q.receiveMany(1, { timeot: 10 }), known('timeot', 'timeoutMs'));
+  await assert.rejects(dq.take({ timeot: 10 }), known('timeot', 'timeoutMs'));
   await assert.rejects(dq.take(10, { sginal: null }), known('sginal', 'signal'));
-  await assert.rejects(dq.values({ timeout: 10 }).next(), known('timeout', 'timeoutMs'));
-  await assert.rejects(q.deliveries({ timeout: 10 }).next(), known('timeout', 'timeoutMs'));
+  await assert.rejects(dq.values({ timeot: 10 }).next(), known('timeot', 'timeoutMs'));
+  await assert.rejects(q.deliveries({ timeot: 10 }).next(), known('timeot', 'timeoutMs'));
   await assert.rejects(q.consume(() => {}, 1, { sigal: null }), known('sigal', 'signal'));
   await assert.rejects(q.offer('x', 0, { shard: 'a' }), known('shard', 'shardKey', 'id'));
-  await assert.rejects(q.close({ deadline: 10 }), known('deadline', 'deadlineMs'));
+  await assert.rejects(q.close({ dedline: 10 }), known('dedline', 'deadlineMs'));
   assert.throws(() => delayq.setLogger(null, { levl: 'debug' }), known('levl', 'level'));
   nothingWritten(name);
 

@@ -310,7 +310,7 @@ test('close() is immediate; a closed handle still settles its deliveries', async
   const other = client.reliableQueue(queueName());
   await assert.rejects(other.close({ deadlineMs: -1 }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
   await assert.rejects(other.close('5'), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
-  await assert.rejects(other.close({ deadline: 5 }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  await assert.rejects(other.close({ dedline: 5 }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
   await other.close({});
   await assert.rejects(other.stats(), { code: 'ERR_DELAYQ_CLOSED' });
 });
