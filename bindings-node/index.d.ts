@@ -61,7 +61,7 @@ export interface OfferOutcome {
   dueAt?: number
 }
 
-/** What this process did with one queue since it started (see `docs/node.md`). */
+/** What this process did with one queue since it started (see README.md). */
 export interface QueueMetrics {
   /** `delayed` or `reliable`. */
   kind: string
