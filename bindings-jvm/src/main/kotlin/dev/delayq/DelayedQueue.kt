@@ -61,6 +61,13 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
     /** Offers many values, one round trip per thousand; returns their due times in order. All are checked first. */
     fun offerAll(entries: List<Offer>): List<Long> = native { ffi.offerAllBlocking(entries.map(::entry)) }
 
+    /** [offerAll] of `value to delay` pairs, as Kotlin writes them: `offerAll(listOf("a" to Duration.ofSeconds(5)))`. */
+    @JvmName("offerAllBytePairs")
+    fun offerAll(entries: List<Pair<ByteArray, Duration>>): List<Long> = offerAll(entries.map { Offer(it.first, it.second) })
+
+    @JvmName("offerAllStringPairs")
+    fun offerAll(entries: List<Pair<String, Duration>>): List<Long> = offerAll(entries.map { Offer(it.first, it.second) })
+
     /** The number of entries still waiting for their due time. */
     fun size(): Long = native { ffi.sizeBlocking().toLong() }
 

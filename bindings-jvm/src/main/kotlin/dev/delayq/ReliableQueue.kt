@@ -306,6 +306,13 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     /** Offers many messages, one round trip per thousand; returns their ids in order. All are checked first. */
     fun offerAll(messages: List<ReliableOffer>): List<String> = offerAllWithOutcome(messages).map { it.id }
 
+    /** [offerAll] of `payload to delay` pairs, as Kotlin writes them: `offerAll(listOf("a" to Duration.ofSeconds(5)))`. */
+    @JvmName("offerAllBytePairs")
+    fun offerAll(messages: List<Pair<ByteArray, Duration>>): List<String> = offerAll(messages.map { ReliableOffer(it.first, it.second) })
+
+    @JvmName("offerAllStringPairs")
+    fun offerAll(messages: List<Pair<String, Duration>>): List<String> = offerAll(messages.map { ReliableOffer(it.first, it.second) })
+
     /** Like [offerAll]; an [OfferOutcome] per message, in order. */
     fun offerAllWithOutcome(messages: List<ReliableOffer>): List<OfferOutcome> =
         native { ffi.offerAllBlocking(messages.map(::entry)).map(::outcome) }

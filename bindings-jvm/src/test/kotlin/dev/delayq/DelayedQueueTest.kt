@@ -33,6 +33,25 @@ class DelayedQueueTest {
         }
 
     @Test
+    fun `offerAll takes Kotlin pairs of values and delays, and poll finds a value as soon as it is due`(redis: RedisServer) =
+        Client.connect(redis.url).use { client ->
+            // No transfer task here: poll itself moves what came due.
+            client.delayedQueue(RedisServer.uniqueName(), DelayedQueueOptions(scheduler = false)).use { queue ->
+                val dues = queue.offerAll(listOf("now" to Duration.ZERO, "later" to Duration.ofHours(1)))
+                assertEquals(2, dues.size)
+                queue.offerAll(listOf("bytes".b() to Duration.ofHours(1)))
+                assertEquals(3L, queue.size())
+                assertArrayEquals("now".b(), queue.poll())
+                assertNull(queue.poll())
+            }
+            val reliable = client.reliableQueue(RedisServer.uniqueName())
+            val ids = reliable.offerAll(listOf("a" to Duration.ofHours(1), "b" to Duration.ofHours(1)))
+            reliable.offerAll(listOf("c".b() to Duration.ofHours(1)))
+            assertEquals(2, ids.toSet().size)
+            assertEquals(3L, reliable.stats().delayed)
+        }
+
+    @Test
     fun `sub-millisecond delays round up`(redis: RedisServer) =
         withQueue(redis) { client, queue ->
             val before = client.serverTimeMs()
@@ -69,7 +88,7 @@ class DelayedQueueTest {
             queue.clear()
             assertEquals(0L, queue.size())
             assertEquals(emptyList<ByteArray>(), queue.readAll())
-            assertEquals(emptyList<Long>(), queue.offerAll(emptyList()))
+            assertEquals(emptyList<Long>(), queue.offerAll(emptyList<Offer>()))
         }
 
     @Test
