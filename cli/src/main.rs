@@ -99,6 +99,8 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         reconcile_ms: u64,
         /// The queues are reliable queues (`delayq reliable`), not Redisson delayed queues.
+        /// Without it, each name is a delayed queue, and also a reliable queue when Redis
+        /// holds one of that name when the command starts.
         #[arg(long)]
         reliable: bool,
         /// For reliable queues: the visibility timeout in ms (default: the queue's stored
@@ -294,6 +296,15 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             };
             let mut handles = Vec::new();
             for q in &queues {
+                if !reliable && client.reliable_queue_exists(q).await? {
+                    // Named without --reliable: its reliable queue moves too.
+                    let ropts = delayq::ReliableQueueOptions {
+                        scheduler: opts.clone(),
+                        ..Default::default()
+                    };
+                    handles.push(Handle::Reliable(client.reliable_queue(q, ropts)?));
+                    eprintln!("delayq: {q} is also a reliable queue: moving its due messages too");
+                }
                 if reliable {
                     let ropts = delayq::ReliableQueueOptions {
                         visibility_timeout: visibility_ms.map(Duration::from_millis),

@@ -231,6 +231,42 @@ fn transfer_moves_due_entries_until_interrupted() {
 }
 
 #[test]
+fn transfer_without_reliable_moves_a_reliable_queue_found_in_redis() {
+    let server = RedisServer::start();
+    // A reliable queue with a message due soon, and no process moving it.
+    let offer = ["reliable", "offer", "rq", "300", "due-soon"];
+    assert!(delayq(&server, &offer).status.success());
+    assert_eq!(server.cli(&["XLEN", "{dq:rq}:ready"]), "0");
+    let transfer = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "--url",
+            &server.url(),
+            "transfer",
+            "rq",
+            "--reconcile-ms",
+            "200",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.cli(&["XLEN", "{dq:rq}:ready"]) != "1" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ready = server.cli(&["XLEN", "{dq:rq}:ready"]);
+    // Stopped before any assertion: a failed test leaves no process behind.
+    Command::new("kill")
+        .args(["-INT", &transfer.id().to_string()])
+        .status()
+        .unwrap();
+    let out = transfer.wait_with_output().unwrap();
+    assert_eq!(ready, "1", "made ready");
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("rq is also a reliable queue"), "{said}");
+}
+
+#[test]
 fn transfer_of_a_reliable_queue_checks_the_settings_it_names() {
     let server = RedisServer::start();
     let configure = ["reliable", "configure", "rq", "--visibility-ms", "1000"];

@@ -164,6 +164,16 @@ impl Client {
         guard
     }
 
+    /// Whether Redis holds a reliable queue named `name`: its stored settings or any key
+    /// of its (first shard's) layout. For tools given a queue name without its kind.
+    pub async fn reliable_queue_exists(&self, name: &str) -> Result<bool> {
+        self.check_open()?;
+        let keys = ReliableKeys::new(name)?;
+        let mut exists = redis::cmd("EXISTS");
+        exists.arg(keys.settings()).arg(&keys.script_keys()[..]);
+        Ok(self.query::<u64>(&exists).await? > 0)
+    }
+
     /// The Redis server's clock in Unix milliseconds (the clock due times are based on).
     pub async fn server_time_ms(&self) -> Result<i64> {
         self.check_open()?;

@@ -342,6 +342,11 @@ impl ReliableKeys {
         }
     }
 
+    /// The hash of the queue's settings (`{dq:N}:settings`; reliable_lib.lua names it too).
+    pub fn settings(&self) -> String {
+        format!("{}settings", self.prefix)
+    }
+
     /// The six fixed keys every reliable script takes, in order.
     pub(crate) fn script_keys(&self) -> [&str; 6] {
         [

@@ -1704,8 +1704,7 @@ async fn read_ready(
     cmd.arg("STREAMS").arg(&keys.ready).arg(">");
     let mut pipe = redis::pipe();
     pipe.add_command(cmd).cmd("TIME").cmd("HGET");
-    pipe.arg(format!("{}settings", keys.prefix))
-        .arg(settings::VISIBILITY);
+    pipe.arg(keys.settings()).arg(settings::VISIBILITY);
     type Reply = (Value, (i64, i64), Option<i64>);
     let mut created = false;
     let (reply, (secs, micros), stored): Reply = loop {

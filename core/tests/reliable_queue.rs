@@ -931,3 +931,22 @@ async fn a_receive_that_waits_nothing_finds_messages_that_just_came_due() {
     }
     c.close();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reliable_queue_is_found_by_its_name() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    assert!(!c.reliable_queue_exists("found").await.unwrap());
+    let delayed = c.delayed_queue("found").unwrap();
+    delayed.offer("x", Duration::from_secs(60)).await.unwrap();
+    assert!(
+        !c.reliable_queue_exists("found").await.unwrap(),
+        "a delayed queue of that name is not one"
+    );
+    let q = c.reliable_queue("found", opts(30_000, 5)).unwrap();
+    q.offer("y", Duration::from_secs(60), None).await.unwrap();
+    assert!(c.reliable_queue_exists("found").await.unwrap());
+    let err = c.reliable_queue_exists("").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    c.close();
+}
