@@ -312,10 +312,10 @@ fn install_tls_provider() {
 }
 
 /// A node client for `url`, with keepalive and the TLS options.
-/// What redis-rs makes of `url`, with the query parameters a redis-py user passes in a
-/// `redis://` or `rediss://` URL too (`db`, `username`/`user`, `password`/`pass`), which
-/// redis-rs reads only from `redis+unix://` ones. An unknown parameter is refused rather
-/// than ignored (a misspelt `?db=` would write to database 0).
+/// What redis-rs makes of `url`, with the query parameters a redis-py user passes (`db`,
+/// `username`/`user`, `password`/`pass`) in every URL form: redis-rs reads them only from
+/// `redis+unix://` ones, and there only as `user` and `pass`. An unknown parameter is
+/// refused rather than ignored (a misspelt `?db=` would write to database 0).
 fn connection_info(url: &str) -> Result<redis::ConnectionInfo> {
     const UNKNOWN_PARAM: &str =
         "unknown query parameter (known: db, username, password, protocol, insecure)";
@@ -324,10 +324,12 @@ fn connection_info(url: &str) -> Result<redis::ConnectionInfo> {
     };
     let info = url.into_connection_info().map_err(|e| bad(&e))?;
     let parsed = match url::Url::parse(url) {
-        Ok(u) if matches!(u.scheme(), "redis" | "rediss") => u,
+        Ok(u) if matches!(u.scheme(), "redis" | "rediss" | "redis+unix" | "unix") => u,
         _ => return Ok(info.set_tcp_settings(tcp_settings())),
     };
-    let in_path = !parsed.path().trim_matches('/').is_empty();
+    // A socket's path is no database number; redis-rs read `db`, `user`, `pass` there.
+    let unix = parsed.scheme().ends_with("unix");
+    let in_path = !unix && !parsed.path().trim_matches('/').is_empty();
     let mut redis = info.redis_settings().clone();
     for (key, value) in parsed.query_pairs() {
         redis = match key.as_ref() {

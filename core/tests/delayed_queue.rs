@@ -372,6 +372,48 @@ async fn unix_socket_urls_work() {
             .as_deref(),
         Some(&b"x"[..])
     );
+    // redis-py's parameter names work on a socket too, and an unknown one is refused.
+    let base = format!("redis+unix://{}", sock.display());
+    server.cli(&[
+        "ACL",
+        "SETUSER",
+        "sock-user",
+        "on",
+        ">s3cret",
+        "~*",
+        "&*",
+        "+@all",
+    ]);
+    server.cli(&["CONFIG", "SET", "requirepass", "s3cret"]);
+    for url in [
+        format!("{base}?db=3&password=s3cret"),
+        format!("{base}?db=3&pass=s3cret"),
+        format!(
+            "unix://{}?db=3&username=sock-user&password=s3cret",
+            sock.display()
+        ),
+        format!("{base}?db=3&user=sock-user&pass=s3cret"),
+    ] {
+        let c = Client::connect(&url).await.expect(&url);
+        let q = c.delayed_queue("unix-auth").unwrap();
+        q.offer("y", LONG).await.unwrap();
+        c.close();
+    }
+    let n = server.cli(&[
+        "-a",
+        "s3cret",
+        "--no-auth-warning",
+        "-n",
+        "3",
+        "ZCARD",
+        "redisson_delay_queue_timeout:{unix-auth}",
+    ]);
+    assert_eq!(n.trim(), "4", "each offer went to database 3");
+    let err = Client::connect(&format!("{base}?passwd=hunter2"))
+        .await
+        .expect_err("an unknown parameter is refused");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(!err.to_string().contains("hunter2"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
