@@ -41,6 +41,28 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Waits up to 10 s for `answers` to hold while `child` runs: false when it exited first.
+fn wait_ready(child: &mut Child, answers: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if answers() {
+            return true;
+        }
+        if child.try_wait().ok().flatten().is_some() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("redis-server did not answer within 10 s");
+}
+
+/// The last lines of the server log in `dir`, for a failure message.
+fn log_tail(dir: &std::path::Path) -> String {
+    let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(5)..].join("\n")
+}
+
 impl RedisServer {
     /// A server without persistence.
     pub fn start() -> Self {
@@ -105,7 +127,28 @@ impl RedisServer {
         server
     }
 
+    /// Starts the server on its port, or, the first time only, on another free port when
+    /// the chosen one was taken meanwhile (an outgoing connection of another test may
+    /// draw the same ephemeral port between `free_port` and the server's bind).
     fn spawn(&mut self) {
+        let first = self.child.is_none() && !self.dir.join("redis.log").exists();
+        for _ in 0..5 {
+            if self.spawn_once() {
+                return;
+            }
+            if first {
+                self.port = free_port();
+            }
+        }
+        panic!(
+            "redis-server on port {} did not start: {}",
+            self.port,
+            log_tail(&self.dir)
+        );
+    }
+
+    /// Starts the server; false when it exited before answering (its log says why).
+    fn spawn_once(&mut self) -> bool {
         let mut cmd = Command::new("redis-server");
         cmd.args([
             "--port",
@@ -119,26 +162,22 @@ impl RedisServer {
         .args(["--appendonly", if self.aof { "yes" } else { "no" }])
         .args(["--appendfsync", "always"])
         .args(&self.extra)
+        .args(["--logfile", self.dir.join("redis.log").to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-        self.child = Some(cmd.spawn().expect("start redis-server"));
-        self.wait_ready();
-    }
-
-    fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
+        let mut child = cmd.spawn().expect("start redis-server");
+        let port = self.port;
+        let ready = wait_ready(&mut child, || {
             let out = Command::new("redis-cli")
-                .args(["-p", &self.port.to_string(), "ping"])
+                .args(["-p", &port.to_string(), "ping"])
                 .output();
-            if let Ok(out) = out {
-                if out.stdout.starts_with(b"PONG") {
-                    return;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
+            out.is_ok_and(|out| out.stdout.starts_with(b"PONG"))
+        });
+        self.child = Some(child);
+        if !ready {
+            self.stop();
         }
-        panic!("redis-server on port {} did not start", self.port);
+        ready
     }
 
     pub fn url(&self) -> String {
@@ -407,11 +446,27 @@ impl TlsRedisServer {
     pub fn start(auth_clients: bool) -> Self {
         ensure_installed();
         let certs = TestCerts::make();
-        let port = free_port();
-        let child = Command::new("redis-server")
+        for _ in 0..5 {
+            let port = free_port();
+            if let Some(child) = Self::start_on(port, &certs, auth_clients) {
+                let child = Some(child);
+                return TlsRedisServer { port, certs, child };
+            }
+        }
+        panic!(
+            "redis-server with TLS did not start: {}",
+            log_tail(&certs.dir)
+        );
+    }
+
+    /// The server on `port`, or None when it exited before answering (the port was taken;
+    /// its log says why).
+    fn start_on(port: u16, certs: &TestCerts, auth_clients: bool) -> Option<Child> {
+        let mut child = Command::new("redis-server")
             .args(["--port", "0", "--tls-port", &port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--dir", &certs.file("")])
+            .args(["--logfile", &certs.file("redis.log")])
             .args(["--tls-cert-file", &certs.file("server.crt")])
             .args(["--tls-key-file", &certs.file("server.key")])
             .args(["--tls-ca-cert-file", &certs.file("ca.crt")])
@@ -423,20 +478,13 @@ impl TlsRedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("start redis-server");
-        let server = TlsRedisServer {
-            port,
-            certs,
-            child: Some(child),
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while server.cli(&["PING"]) != "PONG" {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server with TLS on port {port} did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
+        let ready = wait_ready(&mut child, || tls_cli(port, certs, &["PING"]) == "PONG");
+        if ready {
+            return Some(child);
         }
-        server
+        let _ = child.kill();
+        let _ = child.wait();
+        None
     }
 
     /// `rediss://127.0.0.1:PORT`.
@@ -446,21 +494,21 @@ impl TlsRedisServer {
 
     /// Runs redis-cli over TLS (with the client certificate) and returns its stdout.
     pub fn cli(&self, args: &[&str]) -> String {
-        let c = &self.certs;
-        let out = Command::new("redis-cli")
-            .args(["-p", &self.port.to_string(), "--tls"])
-            .args(["--cacert", &c.file("ca.crt")])
-            .args([
-                "--cert",
-                &c.file("client.crt"),
-                "--key",
-                &c.file("client.key"),
-            ])
-            .args(args)
-            .output()
-            .expect("redis-cli");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        tls_cli(self.port, &self.certs, args)
     }
+}
+
+/// redis-cli over TLS to `port`, with the client certificate of `c`: its stdout.
+fn tls_cli(port: u16, c: &TestCerts, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "--tls"])
+        .args(["--cacert", &c.file("ca.crt")])
+        .args(["--cert", &c.file("client.crt")])
+        .args(["--key", &c.file("client.key")])
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 impl Drop for TlsRedisServer {
