@@ -62,4 +62,13 @@ function cliPath() {
   return p;
 }
 
-module.exports = { startRedis, queueName, cliPath, REPO };
+/** Resolves when `check()` holds, polling every 5 ms; rejects after `timeoutMs`. */
+async function until(check, timeoutMs = 20_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not reached');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+module.exports = { startRedis, queueName, cliPath, REPO, freePort, until };

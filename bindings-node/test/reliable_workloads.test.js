@@ -5,7 +5,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const delayq = require('..');
-const { startRedis, queueName } = require('./helpers');
+const { startRedis, queueName, until } = require('./helpers');
 
 let redis;
 let client;
@@ -18,14 +18,6 @@ after(() => {
   redis.stop();
 });
 
-/** Resolves when `check()` holds, polling; rejects after `timeoutMs`. */
-async function until(check, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not reached');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** Resolves after `ms` with `'pending'` unless `promise` settled first (then with `'settled'`). */
 function settledWithin(promise, ms) {

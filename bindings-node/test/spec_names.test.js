@@ -5,9 +5,8 @@
 // constant back-off; `consume(handler, { concurrency, signal })`.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const net = require('node:net');
 const delayq = require('..');
-const { startRedis, queueName } = require('./helpers');
+const { startRedis, queueName, freePort, until } = require('./helpers');
 
 const { DelayqError, ErrorCode } = delayq;
 const KINDS = ['invalid_argument', 'connection', 'timeout', 'wrong_type', 'closed', 'server'];
@@ -29,15 +28,6 @@ function nothingWritten(name) {
   assert.equal(redis.cli('KEYS', `*${name}*`), '', `keys of ${name}`);
 }
 
-/** Resolves when `check()` holds, polling; rejects after `timeoutMs`. */
-async function until(check, timeoutMs = 20_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not reached');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 /** A delayq error of `kind`: instanceof DelayqError and Error, its code and kind agreeing. */
 function delayqError(kind, message) {
   return (e) => {
@@ -51,16 +41,7 @@ function delayqError(kind, message) {
 }
 
 /** A port on the loopback that nothing listens on (it was free a moment ago). */
-function closedPort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
+const closedPort = freePort;
 
 test('ErrorCode maps each of core\'s kinds to its code, frozen', () => {
   assert.ok(Object.isFrozen(ErrorCode));
