@@ -20,24 +20,50 @@ function freePort() {
 }
 
 function cli(port, ...args) {
-  return execFileSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).trim();
+  return execFileSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8', timeout: 30_000 }).trim();
+}
+
+/**
+ * Starts `argv(port)` (a redis-server command line) on a free port, logging to redis.log in
+ * `dir`; `info(port)` runs that server's `INFO server` (it may throw). The port is drawn free
+ * and let go before the server binds it, so another process may take it first: a server
+ * that exits before answering, or a port answered by another server, starts again on
+ * another port.
+ */
+async function spawnRedis(dir, argv, info) {
+  const log = path.join(dir, 'redis.log');
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await freePort();
+    const proc = spawn('redis-server', [...argv(port), '--logfile', log], { stdio: 'ignore' });
+    let exited = false;
+    proc.on('exit', () => (exited = true));
+    const deadline = Date.now() + 10000;
+    while (!exited && Date.now() < deadline) {
+      let answer = '';
+      try {
+        answer = info(port);
+      } catch (e) {
+        if (e.code === 'ETIMEDOUT') break; // something else holds the port, mute
+      }
+      if (answer.includes(`process_id:${proc.pid}`)) return { port, proc };
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    proc.kill('SIGKILL');
+  }
+  const tail = fs.existsSync(log) ? fs.readFileSync(log, 'utf8').slice(-2000) : '(no log)';
+  throw new Error(`redis-server did not start; its log ends:\n${tail}`);
 }
 
 async function startRedis() {
   if (spawnSync('redis-server', ['--version']).status !== 0) {
     execFileSync('bash', [path.join(REPO, 'scripts', 'ensure-redis.sh')], { stdio: 'inherit' });
   }
-  const port = await freePort();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'delayq-node-'));
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
-  const deadline = Date.now() + 10000;
-  for (;;) {
-    try {
-      if (cli(port, 'ping') === 'PONG') break;
-    } catch {}
-    if (Date.now() > deadline) throw new Error('redis-server did not start');
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  const { port, proc } = await spawnRedis(
+    dir,
+    (port) => ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+    (port) => execFileSync('redis-cli', ['-p', String(port), 'INFO', 'server'], { encoding: 'utf8', timeout: 2000, stdio: ['ignore', 'pipe', 'ignore'] }),
+  );
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
@@ -71,4 +97,4 @@ async function until(check, timeoutMs = 20_000) {
   }
 }
 
-module.exports = { startRedis, queueName, cliPath, REPO, freePort, until };
+module.exports = { startRedis, spawnRedis, queueName, cliPath, REPO, freePort, until };

@@ -7,10 +7,9 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const net = require('node:net');
-const { spawn, execFileSync } = require('node:child_process');
+const { execFileSync } = require('node:child_process');
 const delayq = require('..');
-const { startRedis, queueName } = require('./helpers');
+const { startRedis, spawnRedis, queueName } = require('./helpers');
 
 function openssl(cwd, ...args) {
   execFileSync('openssl', args, { cwd, stdio: 'ignore' });
@@ -34,41 +33,23 @@ function makeCerts(dir) {
   }
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
-
 /** A redis-server that speaks only TLS and requires a client certificate. */
 async function startTlsRedis() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'delayq-node-tls-'));
   makeCerts(dir);
   const f = (name) => path.join(dir, name);
-  const port = await freePort();
-  const proc = spawn(
-    'redis-server',
-    ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir,
-      '--tls-cert-file', f('server.crt'), '--tls-key-file', f('server.key'), '--tls-ca-cert-file', f('ca.crt'), '--tls-auth-clients', 'yes'],
-    { stdio: 'ignore' },
-  );
-  const cli = (...args) =>
+  const tlsCli = (port, args, options) =>
     execFileSync('redis-cli', ['-p', String(port), '--tls', '--cacert', f('ca.crt'), '--cert', f('client.crt'), '--key', f('client.key'), ...args], {
       encoding: 'utf8',
+      ...options,
     }).trim();
-  const deadline = Date.now() + 10000;
-  for (;;) {
-    try {
-      if (cli('ping') === 'PONG') break;
-    } catch {}
-    if (Date.now() > deadline) throw new Error('redis-server with TLS did not start');
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  const { port, proc } = await spawnRedis(
+    dir,
+    (port) => ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir,
+      '--tls-cert-file', f('server.crt'), '--tls-key-file', f('server.key'), '--tls-ca-cert-file', f('ca.crt'), '--tls-auth-clients', 'yes'],
+    (port) => tlsCli(port, ['INFO', 'server'], { timeout: 2000, stdio: ['ignore', 'pipe', 'ignore'] }),
+  );
+  const cli = (...args) => tlsCli(port, args, { timeout: 30_000 });
   return {
     url: `rediss://127.0.0.1:${port}`,
     file: f,

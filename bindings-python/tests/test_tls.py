@@ -17,7 +17,7 @@ import pytest
 
 import delayq
 import delayq.asyncio
-from conftest import RedisServer
+from conftest import RedisServer, spawn_redis
 
 
 def _openssl(cwd: Path, *args: str) -> None:
@@ -88,17 +88,16 @@ class TlsServer:
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="delayq-py-tls-"))
         make_certs(self.dir)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = int(s.getsockname()[1])
         d = self.dir
-        self.proc = subprocess.Popen(
-            [
+        self.port = 0
+        self.port, self.proc = spawn_redis(
+            str(d),
+            lambda port: [
                 "redis-server",
                 "--port",
                 "0",
                 "--tls-port",
-                str(self.port),
+                str(port),
                 "--bind",
                 "127.0.0.1",
                 "--save",
@@ -116,26 +115,23 @@ class TlsServer:
                 "--tls-auth-clients",
                 "yes",
             ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            lambda port: self.cli_at(port, "INFO", "server", timeout=2),
         )
-        deadline = time.time() + 10
-        while self.cli("PING") != "PONG":
-            if time.time() > deadline:
-                raise RuntimeError("redis-server with TLS did not start")
-            time.sleep(0.02)
 
     @property
     def url(self) -> str:
         return f"rediss://127.0.0.1:{self.port}"
 
     def cli(self, *args: str) -> str:
+        return self.cli_at(self.port, *args)
+
+    def cli_at(self, port: int, *args: str, timeout: float = 30) -> str:
         d = self.dir
         out = subprocess.run(
             [
                 "redis-cli",
                 "-p",
-                str(self.port),
+                str(port),
                 "--tls",
                 "--cacert",
                 str(d / "ca.crt"),
@@ -146,6 +142,7 @@ class TlsServer:
                 *args,
             ],
             capture_output=True,
+            timeout=timeout,
         )
         return out.stdout.decode().strip()
 

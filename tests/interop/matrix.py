@@ -52,32 +52,52 @@ def free_port() -> int:
 
 
 class Redis:
+    """A redis-server on a free port. The port is let go before the server binds it, so
+    another process may take it first: a server that exits before answering, or a port
+    answered by another server, starts again on another port."""
+
     def __init__(self, workdir: str) -> None:
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                workdir,
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            ping = subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True)
-            if ping.stdout.startswith(b"PONG"):
+        log = os.path.join(workdir, "redis.log")
+        for _ in range(5):
+            self.port = free_port()
+            self.proc = subprocess.Popen(
+                [
+                    "redis-server",
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    workdir,
+                    "--logfile",
+                    log,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            if self._answers():
                 return
+            self.proc.kill()
+            self.proc.wait()
+        tail = open(log).read()[-2000:] if os.path.exists(log) else "(no log)"
+        raise RuntimeError(f"redis-server did not start; its log ends:\n{tail}")
+
+    def _answers(self) -> bool:
+        deadline = time.time() + 10
+        info = ["redis-cli", "-p", str(self.port), "INFO", "server"]
+        while time.time() < deadline and self.proc.poll() is None:
+            try:
+                out = subprocess.run(info, capture_output=True, timeout=2).stdout
+            except subprocess.TimeoutExpired:  # something else holds the port, mute
+                return False
+            if f"process_id:{self.proc.pid}".encode() in out:
+                return True
             time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
+        return False
 
     @property
     def url(self) -> str:

@@ -11,7 +11,6 @@ import org.junit.jupiter.api.TestInstance
 import org.junit.jupiter.api.assertThrows
 import org.junit.jupiter.api.extension.ExtendWith
 import java.io.File
-import java.net.ServerSocket
 import java.nio.file.Path
 import java.time.Duration
 import java.util.concurrent.TimeUnit
@@ -47,39 +46,42 @@ internal fun makeTestCerts(dir: File) {
 /** A `redis-server` that speaks only TLS and requires a client certificate signed by its CA. */
 class TlsRedisServer : AutoCloseable {
     val dir: File = kotlin.io.path.createTempDirectory("delayq-jvm-tls").toFile()
-    val port: Int = ServerSocket(0, 0, java.net.InetAddress.getLoopbackAddress()).use { it.localPort }
+    val port: Int
     val url: String get() = "rediss://127.0.0.1:$port"
     private val process: Process
 
     init {
         makeTestCerts(dir)
-        process = ProcessBuilder(
-            "redis-server", "--port", "0", "--tls-port", "$port", "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", dir.path,
-            "--tls-cert-file", file("server.crt").toString(), "--tls-key-file", file("server.key").toString(),
-            "--tls-ca-cert-file", file("ca.crt").toString(), "--tls-auth-clients", "yes",
-        ).redirectErrorStream(true).redirectOutput(File(dir, "redis.log")).start()
-        val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20)
-        while (runCatching { cli("PING") }.getOrNull() != "PONG") {
-            check(process.isAlive) { "redis-server exited: " + File(dir, "redis.log").readText() }
-            check(System.nanoTime() < deadline) { "redis-server with TLS did not start on port $port" }
-            process.waitFor(20, TimeUnit.MILLISECONDS)
-        }
+        val started = startRedisServer(
+            dir,
+            { port ->
+                listOf(
+                    "--port", "0", "--tls-port", "$port", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                    "--dir", dir.path, "--tls-cert-file", file("server.crt").toString(),
+                    "--tls-key-file", file("server.key").toString(), "--tls-ca-cert-file", file("ca.crt").toString(),
+                    "--tls-auth-clients", "yes",
+                )
+            },
+            { port -> cliOutput(cliCommand(port, "INFO", "server"), 2) },
+        )
+        port = started.first
+        process = started.second
     }
 
     fun file(name: String): Path = File(dir, name).toPath()
 
     /** `redis-cli` over TLS with the client certificate. */
     fun cli(vararg args: String): String {
-        val cmd = listOf(
-            "redis-cli", "-p", "$port", "--tls", "--cacert", file("ca.crt").toString(),
-            "--cert", file("client.crt").toString(), "--key", file("client.key").toString(),
-        ) + args
-        val p = ProcessBuilder(cmd).redirectErrorStream(true).start()
+        val p = ProcessBuilder(cliCommand(port, *args)).redirectErrorStream(true).start()
         val out = p.inputStream.readBytes().toString(Charsets.UTF_8).trim()
         check(p.waitFor() == 0) { "redis-cli ${args.toList()} failed: $out" }
         return out
     }
+
+    private fun cliCommand(port: Int, vararg args: String): List<String> = listOf(
+        "redis-cli", "-p", "$port", "--tls", "--cacert", file("ca.crt").toString(),
+        "--cert", file("client.crt").toString(), "--key", file("client.key").toString(),
+    ) + args
 
     /** The CA, the client certificate and its key: mutual TLS. */
     fun mutualTls(): TlsOptions = TlsOptions(file("ca.crt")).withClientCertificate(file("client.crt"), file("client.key"))
