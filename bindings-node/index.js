@@ -621,7 +621,8 @@ class ReliableQueue {
     // Called by core's consume (through the native pump) with a native delivery; reports
     // the handler's outcome back with `finish` (null: ack; a description: nack).
     // No Promise of our own around the handler's: one less allocation and tick a message.
-    const failed = (inner, err) => inner.finish(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+    // A failure is described with its stack, which core logs.
+    const failed = (inner, err) => inner.finish(err instanceof Error ? err.stack || `${err.name}: ${err.message}` : String(err));
     const run = (inner) => {
       let out;
       try {

@@ -80,3 +80,26 @@ test('with no setup, a failing transfer task is a process warning', { timeout: 3
   delete env.DELAYQ_LOG;
   assert.match(await transferFailureLine(env), /DelayqWarning/);
 });
+
+test('a failed consume handler is logged with its stack', { timeout: 30000 }, async () => {
+  const name = queueName();
+  const seen = new Promise((resolve) => {
+    delayq.setLogger((record) => {
+      if (record.message.includes('handler failed') && record.message.includes(name)) resolve(record);
+    });
+  });
+  const q = client.reliableQueue(name, { maxAttempts: 1 });
+  await q.offer(Buffer.from('job'), 0, 'job-1');
+  const controller = new AbortController();
+  async function failingJob(d) {
+    throw new RangeError(`cannot process ${d.id}`);
+  }
+  const consuming = q.consume(failingJob, { signal: controller.signal });
+  const record = await seen;
+  controller.abort();
+  await consuming;
+  q.close();
+  delayq.setLogger(null);
+  assert.equal(record.level, 'warn');
+  assert.match(record.message, /error=RangeError: cannot process job-1\n\s+at failingJob /);
+});

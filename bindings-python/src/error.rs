@@ -27,3 +27,10 @@ pub fn to_py(e: delayq::Error) -> PyErr {
 pub fn invalid(msg: impl Into<String>) -> PyErr {
     to_py(delayq::Error::InvalidArgument(msg.into()))
 }
+
+/// A handler's exception as Python prints it (its traceback, then itself): what core logs
+/// of a failed handler.
+pub fn described(py: Python<'_>, e: &PyErr) -> String {
+    let trace = e.traceback(py).and_then(|t| t.format().ok());
+    format!("{}{e}", trace.unwrap_or_default())
+}

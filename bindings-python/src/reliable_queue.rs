@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 
 use crate::convert::{count, delay, items, opt_delay, opt_string, string, strings};
 use crate::convert::{delay_named, duration, timeout, tuple, value, wrong, Obj};
+use crate::error::described;
 use crate::exit;
 use crate::runtime::{calls, none, run, Aio, Made, Taking, R};
 
@@ -156,11 +157,11 @@ calls! { ReliableQueue(q) {
             let call = replying(move |d, reply| on_loop.get().handle(handler.clone(), d, reply));
             return run(py, aio, async move { q.consume(call, concurrency).await.map(none) });
         }
-        // (A PyErr is described with the GIL.)
+        // (A PyErr is described, with its traceback, while the GIL is held.)
         let call = move |d| {
             let handler = handler.clone();
             let called = tokio::task::spawn_blocking(move || {
-                exit::attach(|py| handler.call1(py, (delivery(d),)).map(drop).map_err(|e| e.to_string()))
+                exit::attach(|py| handler.call1(py, (delivery(d),)).map(drop).map_err(|e| described(py, &e)))
                     .unwrap_or_else(exit::exiting)
             });
             async move { called.await.map_err(|e| e.to_string())? }

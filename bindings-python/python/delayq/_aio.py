@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import traceback
 import weakref
 from asyncio import coroutines
 from collections.abc import Awaitable, Callable, Coroutine, Generator
@@ -203,12 +204,13 @@ def awaitable(result: Any) -> Awaitable[Any]:
 
 async def _handle(handler: Callable[[Any], Awaitable[Any]], delivery: Any, reply: Any) -> None:
     """Runs an awaited ``consume``'s handler and reports its outcome to core: returned
-    (ack) or raised (nack; a ``BaseException`` is raised on after that). A handler that
-    returned no awaitable fails (``awaitable``)."""
+    (ack) or raised (nack, described with its traceback, which core logs; a
+    ``BaseException`` is raised on after that). A handler that returned no awaitable
+    fails (``awaitable``)."""
     try:
         await awaitable(handler(delivery))
     except BaseException as e:
-        reply.send(f"{type(e).__name__}: {e}")
+        reply.send("".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip())
         if not isinstance(e, Exception):
             raise
     else:

@@ -568,7 +568,7 @@ private fun concurrency(n: Int): UInt {
     return n.toUInt()
 }
 
-/** The user's handler as the native side calls it: null on success, the failure's description otherwise. */
+/** The user's handler as the native side calls it: null on success, otherwise the failure with its stack trace (core logs it). */
 private fun bridge(handler: DeliveryHandler): FfiDeliveryHandler =
     object : FfiDeliveryHandler {
         override fun handle(delivery: FfiDelivery): String? =
@@ -576,6 +576,6 @@ private fun bridge(handler: DeliveryHandler): FfiDeliveryHandler =
                 handler.handle(Delivery(delivery))
                 null
             } catch (t: Throwable) {
-                t.toString()
+                t.stackTraceToString().trimEnd()
             }
     }

@@ -1,9 +1,11 @@
 package dev.delayq
 
+import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.extension.ExtendWith
 import org.slf4j.event.Level
+import java.time.Duration
 import java.util.concurrent.TimeUnit
 
 @ExtendWith(RedisExtension::class)
@@ -25,6 +27,30 @@ class LogsTest {
                     assertTrue(System.nanoTime() < deadline, "no WARN/ERROR of the failing transfer task in SLF4J: ${RecordingLogs.events.toList().takeLast(5)}")
                     Thread.sleep(10)
                 }
+            }
+        }
+
+    private fun failingJob(d: Delivery): Unit = throw IllegalStateException("cannot process ${d.id}")
+
+    @Test
+    fun `a failed consume handler is logged with its stack trace`(redis: RedisServer) =
+        Client.connect(redis.url).use { client ->
+            val name = RedisServer.uniqueName("logs")
+            client.reliableQueue(name, ReliableQueueOptions(maxAttempts = 1)).use { queue ->
+                queue.offer("job", Duration.ZERO, "job-1")
+                val consuming = queue.consumeAsync({ d -> failingJob(d) })
+                val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10)
+                var failure: RecordingLogs.Event? = null
+                while (failure == null) {
+                    failure = RecordingLogs.events.firstOrNull { "handler failed" in it.message && name in it.message }
+                    assertTrue(System.nanoTime() < deadline, "no log of the failed handler: ${RecordingLogs.events.toList().takeLast(5)}")
+                    Thread.sleep(10)
+                }
+                consuming.cancel(true)
+                assertEquals(Level.WARN, failure.level)
+                val message = failure.message
+                assertTrue("error=java.lang.IllegalStateException: cannot process job-1" in message, message)
+                assertTrue("at dev.delayq.LogsTest.failingJob(LogsTest.kt:" in message, message)
             }
         }
 }
