@@ -541,3 +541,38 @@ async fn due_entries_missing_from_the_list_or_undecodable_do_not_stall_the_trans
     assert_eq!(q.transfer_now().await.unwrap().moved, 0);
     print_slowlog(&mut conn, &keys).await;
 }
+
+/// A steady stream: a few entries come due at the head of a long list. A call reads the
+/// due times of those few from the sorted set and asks for no score entry by entry: it once
+/// read a window of 1,000 list entries and asked the sorted set for the score of each
+/// (`ZMSCORE`), half a millisecond of Redis's time per call to move five entries, which
+/// doubled the lateness of `delayq bench lateness` at 5,000 offers/s.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_that_moves_a_few_entries_off_the_head_scores_no_other_entry() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let q = queue(&client, "steady");
+    let keys = q.keys().clone();
+    let mut conn = raw(&server).await;
+    // Ten entries due long ago, all in the same millisecond, offered in an order that is not
+    // the sorted set's order among equal scores; then 20,000 due in about 70 years.
+    let mut entries: Vec<(usize, i64)> = (0..10).rev().map(|i| (i, 1_000)).collect();
+    entries.extend((10..20_010).map(|i| (i, 4_000_000_000_000)));
+    fill(&mut conn, &keys, &entries).await;
+    let () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(q.transfer_now().await.unwrap().moved, 10);
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!stats.contains("cmdstat_zmscore"), "{stats}");
+    let arrived = read_list(&mut conn, &keys.destination, 0).await;
+    let expected: Vec<Vec<u8>> = (0..10).rev().map(value).collect();
+    assert_eq!(arrived, expected, "the due entries, in offer order");
+    assert_eq!(llen(&mut conn, &keys.queue_list).await, 20_000);
+}

@@ -136,26 +136,30 @@ end
 -- 1. Runs at the ends. The leading run is first looked for among the earliest due entries
 -- (a sequential read of the sorted set): when delays come due in offer order, these are the
 -- head of the list. Else, and at the tail, by the score of each entry (ZMSCORE).
-local function head_runs()
+-- A window is no longer than the due entries left (`due_count`, counted at the start of the
+-- call): a run is made of due entries only, and reading (and scoring) a thousand entries
+-- to move five made each call of a steady stream cost 0.7 ms of Redis's time.
+local function window_size(due_count)
+  return math.max(1, math.min(RUN_WINDOW, batch - moved, due_count - moved))
+end
+local function head_runs(due_count)
   while moved < batch and spent() < budget do
     local first = redis.call('LINDEX', list, 0)
     if not first or not is_due(first) then return end
-    local n = math.min(RUN_WINDOW, batch - moved)
+    local n = window_size(due_count)
     local window = redis.call('LRANGE', list, 0, n - 1)
-    -- The earliest due entries by rank: a head run that is exactly them, in their order,
-    -- is in due order and due no later than its last one (no scores to read).
-    local rank = {}
-    for i, entry in ipairs(redis.call('ZRANGEBYSCORE', zset, '-inf', now, 'LIMIT', 0, n)) do
-      rank[entry] = i
-    end
-    local run, in_order = 0, true
-    while run < #window and rank[window[run + 1]] do
-      run = run + 1
-      in_order = in_order and rank[window[run]] == run
-    end
-    if run == #window and in_order then
-      local last = tonumber(redis.call('ZSCORE', zset, window[run]))
-      for i = 1, run do take(window[i], last) end
+    -- The earliest due entries, with their due times (a sequential read of the sorted
+    -- set): the head run's entries are among them when delays come due in offer order, and
+    -- then no score is read entry by entry. When they are every due entry left, the run
+    -- ends at the first entry that is not among them.
+    local reply = redis.call('ZRANGEBYSCORE', zset, '-inf', now, 'WITHSCORES', 'LIMIT', 0, n)
+    local due_of = {}
+    for i = 1, #reply, 2 do due_of[reply[i]] = tonumber(reply[i + 1]) end
+    local run = 0
+    while run < #window and due_of[window[run + 1]] do run = run + 1 end
+    local all_due = #reply / 2 < n or n >= due_count - moved
+    if run == #window or all_due then
+      for i = 1, run do take(window[i], due_of[window[i]]) end
     else
       local flags = due_flags(window)
       run = 0
@@ -168,11 +172,11 @@ local function head_runs()
     if run < #window then return end
   end
 end
-local function tail_runs()
+local function tail_runs(due_count)
   while moved < batch and spent() < budget do
     local last = redis.call('LINDEX', list, -1)
     if not last or not is_due(last) then return end
-    local window = redis.call('LRANGE', list, -math.min(RUN_WINDOW, batch - moved), -1)
+    local window = redis.call('LRANGE', list, -window_size(due_count), -1)
     local flags = due_flags(window)
     local from = #window + 1
     while from > 1 and flags[from - 1] do from = from - 1 end
@@ -290,8 +294,8 @@ end
 
 local due_count = redis.call('ZCOUNT', zset, '-inf', now)
 if due_count > 0 then
-  head_runs()
-  tail_runs()
+  head_runs(due_count)
+  tail_runs(due_count)
   local left = due_count - moved
   -- Past the runs, at least one entry or one window per call, whatever the budget says:
   -- each call makes progress.
