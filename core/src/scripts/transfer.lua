@@ -138,7 +138,8 @@ end
 -- head of the list. Else, and at the tail, by the score of each entry (ZMSCORE).
 -- A window is no longer than the due entries left (`due_count`, counted at the start of the
 -- call): a run is made of due entries only, and reading (and scoring) a thousand entries
--- to move five made each call of a steady stream cost 0.7 ms of Redis's time.
+-- to move five made each call of a steady stream cost about half a millisecond of Redis's
+-- time (`INFO commandstats`: LRANGE 44 us, ZMSCORE 431 us).
 local function window_size(due_count)
   return math.max(1, math.min(RUN_WINDOW, batch - moved, due_count - moved))
 end
