@@ -1061,13 +1061,35 @@ impl Connection {
             with_timeout(opts.response_timeout, "to PING", pong).await?;
             (Commands::Single(commands), nodes, None)
         };
-        Ok(Connection {
+        let conn = Connection {
             commands,
             nodes,
             cluster,
             pool: Arc::new(Mutex::new(Vec::new())),
             opts: Arc::new(opts),
+        };
+        if conn.opts.durability.as_ref().is_some_and(|d| d.aof) {
+            conn.check_waitaof().await?;
+        }
+        Ok(conn)
+    }
+
+    /// Refuses the durability option `aof` on a server without `WAITAOF` (before 7.2) at
+    /// connect: else every offer would be applied and then fail on an unknown command.
+    async fn check_waitaof(&self) -> Result<()> {
+        let mut info = redis::cmd("COMMAND");
+        info.arg("INFO").arg("WAITAOF");
+        let limit = self.opts.response_timeout;
+        let info: Vec<Value> = with_timeout(limit, "to ask for WAITAOF", async {
+            info.query_async(&mut self.commands()).await
         })
+        .await?;
+        match info.first() {
+            Some(Value::Nil) | None => Err(Error::invalid(
+                "the durability option aof waits with WAITAOF, which this Redis server lacks (Redis 7.2+ has it); leave aof off, or wait for replicas only",
+            )),
+            Some(_) => Ok(()),
+        }
     }
 
     /// The options this connection was opened with.

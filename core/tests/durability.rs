@@ -129,3 +129,29 @@ async fn the_offer_script_run_twice_offers_once() {
     assert_eq!(again[0], first[0], "the stored due time is kept");
     assert_eq!(server.cli(&["LLEN", &keys.queue_list]), "2");
 }
+
+/// `aof` waits with WAITAOF (Redis 7.2+): a server without it is refused at connect, before
+/// anything is written, rather than failing every offer after applying it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_aof_option_needs_a_server_with_waitaof() {
+    let server = RedisServer::start();
+    let has_waitaof = !server
+        .cli(&["COMMAND", "INFO", "WAITAOF"])
+        .trim()
+        .is_empty();
+    let mut opts = durable(server.url(), 0, Duration::from_secs(1));
+    opts.durability.as_mut().unwrap().aof = true;
+    match Client::connect_with(opts).await {
+        Ok(c) => {
+            assert!(has_waitaof, "connected without WAITAOF on the server");
+            let q = c.delayed_queue("aof").unwrap();
+            q.offer("v", Duration::from_secs(60)).await.unwrap();
+        }
+        Err(e) => {
+            assert!(!has_waitaof, "refused although the server has WAITAOF: {e}");
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            assert!(e.to_string().contains("WAITAOF"), "{e}");
+            assert_eq!(server.cli(&["DBSIZE"]).trim(), "0");
+        }
+    }
+}
