@@ -451,7 +451,8 @@ export type LogLevel = 'error' | 'warn' | 'info' | 'debug' | 'trace'
  * lost) at `level` (default `'warn'`) or more severe to `hook`, on the JavaScript thread;
  * `setLogger(null)` stops. The hook never keeps the process alive; an exception it throws is
  * reported as an uncaught exception. `DEBUG=delayq` (or `DELAYQ_LOG=<level>`) in the
- * environment prints them to stderr from the start. Without either, records at `'warn'` and
+ * environment prints them to stderr from the start (`DELAYQ_LOG=off`: nothing, no warnings
+ * either; a value that is no level is ignored with a warning). Without either, records at `'warn'` and
  * `'error'` are emitted as process warnings (`process.emitWarning`, type `DelayqWarning`,
  * code `DELAYQ_WARN` or `DELAYQ_ERROR`: printed to stderr, seen by
  * `process.on('warning')`) until `setLogger` is called.

@@ -120,6 +120,18 @@ function toOptionalId(id) {
   return id === undefined || id === null ? undefined : toId(id);
 }
 
+/** An optional boolean option: absent, true or false (napi's own message names Rust types). */
+function checkBoolean(v, what) {
+  if (present(v) && typeof v !== 'boolean') throw invalid(`${what} must be a boolean, not ${typeName(v)}`);
+}
+
+/** Connect's `url`: a URL, or a list of seed URLs of a cluster. */
+function toUrl(url) {
+  if (typeof url === 'string') return url;
+  if (Array.isArray(url) && url.every((u) => typeof u === 'string')) return url;
+  throw invalid(`url must be a string, or a list of seed URLs (strings) of a cluster, not ${typeName(url)}`);
+}
+
 /** A list (any iterable but a string) converted item by item. */
 function toList(list, what, convert) {
   if (list === null || typeof list !== 'object' || typeof list[Symbol.iterator] !== 'function') {
@@ -137,6 +149,13 @@ function optionsObject(options, what, known) {
   if (options === undefined || options === null) return undefined;
   if (typeof options !== 'object' || Array.isArray(options)) {
     throw invalid(`${what} must be an object, not ${typeName(options)}`);
+  }
+  // A Map, an AbortSignal, a Date: their entries are no own keys, so they would pass as no
+  // options at all (a signal given in place of `{ signal }` would be ignored).
+  const tag = Object.prototype.toString.call(options).slice(8, -1);
+  if (tag !== 'Object') {
+    const hint = tag === 'AbortSignal' ? ': pass it as { signal }' : '';
+    throw invalid(`${what} must be a plain object, not ${/^[A-Z]/.test(tag) ? 'a' : 'an'} ${tag}${hint}`);
   }
   for (const key of Object.keys(options)) {
     if (!known.includes(key)) throw invalid(`${what}: unknown option '${key}' (known: ${known.join(', ')})`);
@@ -205,6 +224,8 @@ function unaliased(options, what, known, aliases) {
 function queueOptions(options, what, known) {
   const o = unaliased(options, what, known, QUEUE_ALIASES);
   if (o === undefined) return undefined;
+  checkBoolean(o.scheduler, 'scheduler');
+  checkBoolean(o.updateSettings, 'updateSettings');
   for (const key of MS_OPTIONS) {
     if (present(o[key])) o[key] = toDelay(o[key], key);
   }
@@ -222,18 +243,24 @@ function queueOptions(options, what, known) {
 /** Connection options with the durability option's numbers converted. */
 function clientOptions(options) {
   if (optionsObject(options, 'connect options', ['cluster', 'tls', 'durability']) === undefined) return undefined;
-  optionsObject(options.tls, 'tls options', ['caFile', 'certFile', 'keyFile']);
+  checkBoolean(options.cluster, 'cluster');
+  const tls = optionsObject(options.tls, 'tls options', ['caFile', 'certFile', 'keyFile']) || {};
+  for (const key of ['caFile', 'certFile', 'keyFile']) {
+    if (present(tls[key]) && typeof tls[key] !== 'string') throw invalid(`tls.${key} must be a file path (a string), not ${typeName(tls[key])}`);
+  }
   const durability = unaliased(options.durability, 'durability options', ['replicas', 'aof', 'timeoutMs'], { timeout: 'timeoutMs' });
   if (durability === undefined) return options;
+  checkBoolean(durability.aof, 'durability.aof');
   if (present(durability.replicas)) durability.replicas = toCount(durability.replicas, 'durability.replicas');
   if (present(durability.timeoutMs)) durability.timeoutMs = toDelay(durability.timeoutMs, 'durability.timeoutMs');
   return { ...options, durability };
 }
 
-/** An item of offerAll: an array, or an object (whose fields `fields` names). */
+/** An item of offerAll: an array, or an object with only the fields `fields` names. */
 function entry(e, fields) {
   if (Array.isArray(e)) return e;
   if (e === null || typeof e !== 'object') throw invalid(`an entry of offerAll must be an array or an object, not ${typeName(e)}`);
+  optionsObject(e, 'an entry of offerAll', fields);
   return fields.map((f) => e[f]);
 }
 
@@ -351,6 +378,15 @@ function abortError() {
   return err;
 }
 
+/** An AbortSignal (or any object with its `aborted` and `addEventListener`), or undefined. */
+function toSignal(signal) {
+  if (signal === undefined || signal === null) return undefined;
+  if (typeof signal !== 'object' || typeof signal.aborted !== 'boolean' || typeof signal.addEventListener !== 'function') {
+    throw invalid(`signal must be an AbortSignal, not ${typeName(signal)}`);
+  }
+  return signal;
+}
+
 let lastWait = 0;
 
 /**
@@ -358,6 +394,9 @@ let lastWait = 0;
  * "claimed"; `signal` aborting is "gone" (core gives back what the wait took, once).
  */
 function waiting(signal, start) {
+  // Checked before the wait starts: a wait started and then refused would take a value
+  // that nobody claims.
+  signal = toSignal(signal);
   if (signal && signal.aborted) return Promise.reject(abortError());
   lastWait = lastWait >= 0xffffffff ? 1 : lastWait + 1;
   const id = lastWait;
@@ -691,7 +730,7 @@ class Client {
 
   /** Connects to `url`, or to a cluster through a list of seed URLs. */
   static async connect(url, options) {
-    const inner = await call(() => native.connect(url, clientOptions(options)));
+    const inner = await call(() => native.connect(toUrl(url), clientOptions(options)));
     return new Client(inner);
   }
 
@@ -738,8 +777,28 @@ function setLogger(hook, options) {
   sync(() => native.setLogger(safe || undefined, o.level));
 }
 
-const envLevel = process.env.DELAYQ_LOG || (/(^|[\s,])delayq(:\*|\*)?($|[\s,])|^\*$/.test(process.env.DEBUG || '') ? 'debug' : '');
-if (envLevel) {
+const LEVELS = ['error', 'warn', 'info', 'debug', 'trace'];
+
+/**
+ * The level `DELAYQ_LOG` (or `DEBUG=delayq`) asks for: a level, `off` (nothing printed, no
+ * warnings either), or '' for none asked. `delayq=debug` (RUST_LOG's form) is `debug`. An
+ * unknown value must not stop the application from loading: warned about, and ignored.
+ */
+function envLogLevel() {
+  const raw = process.env.DELAYQ_LOG;
+  if (raw === undefined || raw.trim() === '') {
+    return /(^|[\s,])delayq(:\*|\*)?($|[\s,])|^\*$/.test(process.env.DEBUG || '') ? 'debug' : '';
+  }
+  const level = raw.trim().toLowerCase().replace(/^delayq=/, '');
+  if (LEVELS.includes(level) || level === 'off') return level;
+  process.emitWarning(`DELAYQ_LOG=${raw} is not a level (${LEVELS.join(', ')} or off): ignored`, { type: 'DelayqWarning', code: 'DELAYQ_LOG' });
+  return '';
+}
+
+const envLevel = envLogLevel();
+if (envLevel === 'off') {
+  setLogger(null);
+} else if (envLevel) {
   setLogger((r) => process.stderr.write(`delayq ${r.level.toUpperCase()} ${r.target}: ${r.message}\n`), { level: envLevel });
 } else {
   // With no setup, what goes wrong (warn, error) is a process warning, as Python's

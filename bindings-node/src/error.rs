@@ -74,5 +74,7 @@ pub fn opt_count<T: TryFrom<u64>>(n: Option<f64>, what: &str) -> Result<Option<T
 
 /// A timeout in milliseconds (fractions allowed), or none for no limit.
 pub fn timeout(ms: Option<f64>) -> Result<Option<Duration>> {
-    ms.map(delay::timeout_from_millis_f64).transpose().js()
+    ms.map(|ms| delay::timeout_from_millis_f64(ms, "timeout"))
+        .transpose()
+        .js()
 }

@@ -11,7 +11,7 @@ use napi::Env;
 use napi_derive::napi;
 
 use crate::bridge;
-use crate::error::{count, delay, opt_count, timeout, Result};
+use crate::error::{count, delay, opt_count, timeout, IntoJs, Result};
 
 #[napi]
 pub struct DelayedQueue {
@@ -142,7 +142,7 @@ methods! { ReliableQueue {
         requeue_dead(ids: Option<Vec<String>>) -> i64 =
             |q| Ok(q.requeue_dead(ids.as_deref()).await? as i64);
         purge_dead() -> i64 = |q| Ok(q.purge_dead().await? as i64);
-        close_gracefully(deadline: f64 => timeout(Some(deadline))?.unwrap_or_default())
+        close_gracefully(deadline: f64 => delayq::delay::timeout_from_millis_f64(deadline, "deadlineMs").js()?)
             -> () = |q| q.close_gracefully(deadline).await;
     }
     wait {

@@ -5,7 +5,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const delayq = require('..');
-const { startRedis, queueName } = require('./helpers');
+const { startRedis, queueName, until } = require('./helpers');
 
 const INVALID = { code: 'ERR_DELAYQ_INVALID_ARGUMENT' };
 
@@ -73,7 +73,7 @@ test('close with a bad deadline rejects and leaves the handle open', async () =>
     assert.ok(closing instanceof Promise, String(bad));
     await assert.rejects(closing, INVALID, `close(${typeof bad} ${String(bad)})`);
   }
-  await assert.rejects(q.close(-1), /timeout must be a non-negative number of milliseconds, got -1$/);
+  await assert.rejects(q.close(-1), /deadlineMs must be a non-negative number of milliseconds, got -1$/);
   nothingWritten(name);
   assert.deepEqual(await q.stats(), { delayed: 0, ready: 0, inFlight: 0, dead: 0 }, 'still open');
   q.close();
@@ -264,4 +264,78 @@ test('unknown option keys are refused, naming the key and the known ones', async
   assert.equal(await dq.take(1, { signal: undefined }), null);
   q.close();
   dq.close();
+});
+
+test('a signal that is not an AbortSignal is refused before the wait starts: nothing is taken', async () => {
+  const name = queueName();
+  const dq = client.delayedQueue(name);
+  const rq = client.reliableQueue(`${name}-r`, { visibilityTimeoutMs: 60_000 });
+  await dq.offer('precious', 0);
+  await rq.offer('job', 0);
+  await until(async () => (await dq.stats()).ready === 1);
+  const notSignal = (e) => e.code === INVALID.code && /signal must be an AbortSignal, not object/.test(e.message);
+  await assert.rejects(dq.take({ timeoutMs: 500, signal: {} }), notSignal);
+  await assert.rejects(dq.take(500, { signal: { aborted: false } }), notSignal);
+  await assert.rejects(rq.receive({ timeoutMs: 500, signal: {} }), notSignal);
+  await assert.rejects(rq.receiveMany(2, { timeoutMs: 500, signal: {} }), notSignal);
+  let handled = 0;
+  await assert.rejects(rq.consume(() => { handled += 1; }, { signal: {} }), notSignal);
+  // A wait that would also have failed in core is refused the same way, and no rejection is
+  // left unhandled (node --test fails the file on one).
+  await assert.rejects(dq.take({ timeoutMs: -1, signal: {} }), notSignal);
+  assert.equal(String(await dq.poll()), 'precious', 'the value is still in the queue');
+  assert.equal((await rq.stats()).inFlight, 0, 'no delivery was taken');
+  assert.equal(String((await rq.receive(0)).payload), 'job');
+  assert.equal(handled, 0, 'no consumer runs');
+  dq.close();
+  rq.close();
+});
+
+test('an AbortSignal, a Map or another non-plain object in place of an options object is refused', async () => {
+  const name = queueName();
+  const dq = client.delayedQueue(name, { scheduler: false });
+  const rq = client.reliableQueue(name, { scheduler: false });
+  const ac = new AbortController();
+  const plain = (hint) => (e) => e.code === INVALID.code && e.message.includes('must be a plain object') && e.message.includes(hint);
+  await assert.rejects(dq.take(2000, ac.signal), plain('pass it as { signal }'));
+  await assert.rejects(rq.receive(2000, ac.signal), plain('AbortSignal'));
+  await assert.rejects(rq.consume(() => {}, 2, ac.signal), plain('AbortSignal'));
+  await assert.rejects(rq.consume(() => {}, ac.signal), plain('AbortSignal'));
+  assert.throws(() => client.reliableQueue(name, new Map([['maxAttempts', 3]])), plain('a Map'));
+  await assert.rejects(delayq.connect(redis.url, new Map()), plain('a Map'));
+  nothingWritten(name);
+  dq.close();
+  rq.close();
+});
+
+test('offerAll entries name their fields exactly: a misspelt one is refused, nothing is offered', async () => {
+  const name = queueName();
+  const rq = client.reliableQueue(name, { scheduler: false });
+  const dq = client.delayedQueue(name, { scheduler: false });
+  const known = (key, ...names) => (e) =>
+    e.code === INVALID.code && e.message.includes(`'${key}'`) && names.every((n) => e.message.includes(n));
+  await assert.rejects(rq.offerAll([{ payload: 'due in an hour', delay: 3_600_000, ID: 'order-1' }]), known('delay', 'delayMs', 'shardKey'));
+  await assert.rejects(rq.offerAllWithOutcome([{ payload: 'p', delayMs: 0, shardkey: 'k' }]), known('shardkey', 'shardKey'));
+  await assert.rejects(dq.offerAll([{ value: 'v', delay: 5 }]), known('delay', 'delayMs', 'value'));
+  nothingWritten(name);
+  assert.deepEqual((await rq.offerAllWithOutcome([{ payload: 'p', delayMs: 60_000, id: 'a', shardKey: 'k' }])).map((o) => o.id), ['a']);
+  assert.equal((await dq.offerAll([{ value: 'v', delayMs: 60_000 }])).length, 1);
+  rq.close();
+  dq.close();
+});
+
+test('options of the wrong type are refused in delayq words, not Rust types', async () => {
+  const name = queueName();
+  const says = (text) => (e) => e.code === INVALID.code && e.message.includes(text) && !/rust|napi/i.test(e.message);
+  assert.throws(() => client.delayedQueue(name, { scheduler: 'no' }), says('scheduler must be a boolean, not string'));
+  assert.throws(() => client.reliableQueue(name, { updateSettings: 1 }), says('updateSettings must be a boolean, not number'));
+  await assert.rejects(delayq.connect(redis.url, { cluster: 'yes' }), says('cluster must be a boolean'));
+  await assert.rejects(delayq.connect(redis.url, { durability: { replicas: 1, aof: 'yes' } }), says('durability.aof must be a boolean'));
+  await assert.rejects(delayq.connect(redis.url, { tls: { caFile: 5 } }), says('tls.caFile must be a file path'));
+  await assert.rejects(delayq.connect(5), says('url must be a string, or a list of seed URLs'));
+  await assert.rejects(delayq.connect([redis.url, 5]), says('url must be a string'));
+  const q = client.reliableQueue(name, { scheduler: false });
+  await assert.rejects(q.close(-1), says('deadlineMs must be a non-negative number of milliseconds, got -1'));
+  nothingWritten(name);
+  q.close();
 });

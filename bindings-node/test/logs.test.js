@@ -2,7 +2,7 @@
 // Core's logs reach a JavaScript hook (setLogger) and, with DEBUG=delayq, stderr.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { spawn } = require('node:child_process');
+const { spawn, spawnSync } = require('node:child_process');
 const path = require('node:path');
 const delayq = require('..');
 const { startRedis, queueName } = require('./helpers');
@@ -79,6 +79,32 @@ test('with no setup, a failing transfer task is a process warning', { timeout: 3
   delete env.DEBUG;
   delete env.DELAYQ_LOG;
   assert.match(await transferFailureLine(env), /DelayqWarning/);
+});
+
+test('DELAYQ_LOG takes a level in any case or RUST_LOG form; a value it does not know is ignored with a warning', { timeout: 60000 }, async () => {
+  const env = { ...process.env };
+  delete env.DEBUG;
+  assert.match(await transferFailureLine({ ...env, DELAYQ_LOG: 'delayq=Debug' }), /^delayq WARN delayq/);
+  // Not a level: the module still loads, says so once, and warns as with no setup.
+  const { stderr, status } = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(path.join(__dirname, '..'))}); console.log('loaded')`], {
+    env: { ...env, DELAYQ_LOG: 'bogus' },
+    encoding: 'utf8',
+  });
+  assert.equal(status, 0, stderr);
+  assert.match(stderr, /DELAYQ_LOG=bogus is not a level .*: ignored/);
+  assert.match(await transferFailureLine({ ...env, DELAYQ_LOG: 'bogus' }), /DelayqWarning/);
+  // off: nothing, not even the process warning, once the transfer task has failed.
+  const name = queueName();
+  redis.cli('SET', `redisson_delay_queue_timeout:{${name}}`, 'a string');
+  const program = `
+    const delayq = require(${JSON.stringify(path.join(__dirname, '..'))});
+    delayq.Client.connect(${JSON.stringify(redis.url)}).then((c) => {
+      c.delayedQueue(${JSON.stringify(name)});
+      const failed = () => delayq.metrics().queues.some((q) => q.name === ${JSON.stringify(name)} && q.transferErrors > 0);
+      const check = setInterval(() => { if (failed()) { clearInterval(check); c.close(); console.log('failed'); } }, 20);
+    });`;
+  const quiet = spawnSync(process.execPath, ['-e', program], { env: { ...env, DELAYQ_LOG: 'off' }, encoding: 'utf8', timeout: 20000 });
+  assert.deepEqual([quiet.status, quiet.stdout.trim(), quiet.stderr], [0, 'failed', '']);
 });
 
 test('a failed consume handler is logged with its stack', { timeout: 30000 }, async () => {

@@ -112,20 +112,24 @@ pub fn timeout_from_secs_f64(secs: f64, what: &str) -> Result<Duration> {
 }
 
 /// A timeout from milliseconds as a float (JavaScript numbers): fractions allowed, finite
-/// and non-negative. The messages name no language's way to wait forever.
-pub fn timeout_from_millis_f64(ms: f64) -> Result<Duration> {
+/// and non-negative. `what` names it in the errors (`"timeout"`, or a close's deadline);
+/// the messages name no language's way to wait forever.
+pub fn timeout_from_millis_f64(ms: f64, what: &str) -> Result<Duration> {
     if ms.is_nan() || ms < 0.0 {
         return Err(Error::invalid(format!(
-            "timeout must be a non-negative number of milliseconds, got {ms}"
+            "{what} must be a non-negative number of milliseconds, got {ms}"
         )));
     }
     if ms.is_infinite() {
-        return Err(Error::invalid(
-            "timeout must be finite; pass no timeout to wait forever",
-        ));
+        let forever = if what == "timeout" {
+            "; pass no timeout to wait forever"
+        } else {
+            ""
+        };
+        return Err(Error::invalid(format!("{what} must be finite{forever}")));
     }
     Duration::try_from_secs_f64(ms / 1000.0)
-        .map_err(|_| Error::invalid(format!("timeout of {ms} ms overflows")))
+        .map_err(|_| Error::invalid(format!("{what} of {ms} ms overflows")))
 }
 
 /// A timeout from signed milliseconds.
@@ -293,18 +297,25 @@ mod tests {
     #[test]
     fn timeouts_from_millis_f64_speak_milliseconds() {
         assert_eq!(
-            timeout_from_millis_f64(1.5).unwrap(),
+            timeout_from_millis_f64(1.5, "timeout").unwrap(),
             Duration::from_micros(1500)
         );
-        assert_eq!(timeout_from_millis_f64(-0.0).unwrap(), Duration::ZERO);
-        let err = timeout_from_millis_f64(-1.0).unwrap_err().to_string();
+        assert_eq!(
+            timeout_from_millis_f64(-0.0, "timeout").unwrap(),
+            Duration::ZERO
+        );
+        let err = timeout_from_millis_f64(-1.0, "timeout")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("milliseconds, got -1"), "{err}");
-        assert!(timeout_from_millis_f64(f64::NAN).is_err());
-        let err = timeout_from_millis_f64(f64::INFINITY)
+        assert!(timeout_from_millis_f64(f64::NAN, "timeout").is_err());
+        let err = timeout_from_millis_f64(f64::INFINITY, "timeout")
             .unwrap_err()
             .to_string();
         assert!(err.contains("pass no timeout to wait forever"), "{err}");
-        let err = timeout_from_millis_f64(1e300).unwrap_err().to_string();
+        let err = timeout_from_millis_f64(1e300, "timeout")
+            .unwrap_err()
+            .to_string();
         assert!(err.ends_with(" ms overflows"), "{err}");
     }
 
