@@ -15,8 +15,13 @@ use crate::reliable_queue::{ReliableQueue, ReliableQueueOptions};
 use crate::scheduler::{self, Job, SchedulerGuard, SchedulerOptions};
 
 fn check_scheduler_options(opts: &SchedulerOptions) -> Result<()> {
-    if opts.reconcile_interval.is_zero() {
-        return Err(Error::invalid("reconcile interval must be positive"));
+    // Under a millisecond, the transfer task would run passes back to back (thousands of
+    // commands a second for one idle queue): a unit mistake, not a setting.
+    if opts.reconcile_interval < std::time::Duration::from_millis(1) {
+        return Err(Error::invalid(format!(
+            "reconcile interval must be at least 1 ms, got {:?}",
+            opts.reconcile_interval
+        )));
     }
     if opts.batch_size == 0 || opts.batch_size > 100_000 {
         return Err(Error::invalid("batch size must be between 1 and 100000"));

@@ -200,6 +200,11 @@ pub fn redact_url(url: &str) -> String {
 /// [`redact_url`] letting the values of only the query parameters in `keep` through (none,
 /// for a URL of another kind: a webhook's callback URL often carries a token there).
 pub fn redact_url_keeping(url: &str, keep: &[&str]) -> String {
+    // `redis:user:pass@host` (no `//`) parses as a scheme and a path: no user-info to find,
+    // so nothing after the scheme is shown.
+    if let Some(scheme) = scheme_without_authority(url) {
+        return format!("{scheme}:***");
+    }
     let masked = mask_user_info(url);
     let url = masked.as_str();
     // A Sentinel URL may list several hosts, which `url` cannot parse as one authority:
@@ -267,11 +272,38 @@ fn mask_user_info(url: &str) -> String {
     }
 }
 
+/// `msg` (a Redis client's error about `url`) with every value of the URL's user-info and
+/// query replaced by `***`: redis-rs quotes a value it could not read (`?protocol=`).
+fn scrub(msg: &str, url: &str) -> String {
+    let mut values: Vec<String> = Vec::new();
+    if let Ok(u) = url::Url::parse(url) {
+        values.extend(u.query_pairs().map(|(_, v)| v.into_owned()));
+        values.push(u.username().to_owned());
+        values.extend(u.password().map(str::to_owned));
+    }
+    values.retain(|v| !v.is_empty());
+    values.sort_by_key(|v| std::cmp::Reverse(v.len())); // a value inside another: longest first
+    values
+        .iter()
+        .fold(msg.to_owned(), |m, v| m.replace(v.as_str(), "***"))
+}
+
+/// Whether `value` is one that the harmless parameter `key` takes: any other value may be
+/// a secret put there by mistake (`?protocol=<password>`).
+fn harmless_value(key: &str, value: &str) -> bool {
+    match key {
+        "db" => value.bytes().all(|b| b.is_ascii_digit()),
+        "protocol" => ["2", "3", "resp2", "resp3"].contains(&value.to_ascii_lowercase().as_str()),
+        "insecure" => ["", "true", "false", "0", "1"].contains(&value),
+        _ => true,
+    }
+}
+
 fn redact_query(query: &str, keep: &[&str]) -> String {
     query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some((k, _)) if !keep.contains(&k) => format!("{k}=***"),
+            Some((k, v)) if !keep.contains(&k) || !harmless_value(k, v) => format!("{k}=***"),
             Some(_) => pair.to_owned(),
             None if pair.is_empty() => String::new(),
             None => "***".to_owned(),
@@ -280,7 +312,25 @@ fn redact_query(query: &str, keep: &[&str]) -> String {
         .join("&")
 }
 
+/// The scheme of a URL whose scheme is not followed by `//` (`redis:u:p@h`, `redis:/h`):
+/// None for every other text, a URL with an authority or none at all.
+fn scheme_without_authority(url: &str) -> Option<&str> {
+    let (scheme, rest) = url.split_once(':')?;
+    let is_scheme = !scheme.is_empty()
+        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    (is_scheme && !rest.starts_with("//")).then_some(scheme)
+}
+
 fn check_url(url: &str) -> Result<()> {
+    const SCHEMES: [&str; 5] = ["redis", "rediss", "redis+unix", "unix", "redis+sentinel"];
+    if let Some(scheme) = scheme_without_authority(url).filter(|s| SCHEMES.contains(s)) {
+        return Err(Error::invalid(format!(
+            "bad Redis URL {scheme}:***: the scheme must be followed by // (redis://host:port, rediss://, redis+unix:///path, redis+sentinel://host:port/MASTER)"
+        )));
+    }
     if url.starts_with("redis+sentinel://") {
         return Ok(()); // parsed by `parse_sentinel_url`
     }
@@ -320,6 +370,7 @@ fn connection_info(url: &str) -> Result<redis::ConnectionInfo> {
     const UNKNOWN_PARAM: &str =
         "unknown query parameter (known: db, username, password, protocol, insecure)";
     let bad = |why: &dyn std::fmt::Display| {
+        let why = scrub(&why.to_string(), url);
         Error::invalid(format!("bad Redis URL {}: {why}", redact_url(url)))
     };
     let info = url.into_connection_info().map_err(|e| bad(&e))?;
@@ -997,6 +1048,13 @@ impl Connection {
                 "TLS options are not supported with a Sentinel URL yet; use rediss:// to the master, or no TLS options",
             ));
         }
+        if !opts.tls.is_empty() && opts.urls.iter().any(|u| !u.starts_with("rediss://")) {
+            // Read and then dropped, they would leave a connection the caller believes
+            // encrypted in plain text.
+            return Err(Error::invalid(
+                "TLS options (CA file, client certificate) are for rediss:// URLs; this URL is plain text: use rediss:// to connect with TLS",
+            ));
+        }
         let certs = opts.tls.load()?;
         if sentinel && (cluster_mode || opts.urls.len() > 1) {
             return Err(Error::invalid(
@@ -1301,10 +1359,30 @@ mod tests {
             ("redis+sentinel://user:Sec/ret7@h:1/master", "ret7"),
             ("redis+sentinel://user:Sec/ret7@h:1/master", "Sec"),
             ("rediss://:a/b/c13@h:1", "c13"),
+            // No `//`: a parser sees a scheme and a path, with no user-info in it.
+            ("redis:alice:topsecret@127.0.0.1:1", "topsecret"),
+            ("redis:/u:pw14@h:1", "pw14"),
+            ("rediss:u:pw15@h:1/0", "pw15"),
+            ("redis+unix:u:pw16@/tmp/x.sock", "pw16"),
+            ("redis+sentinel:u:pw17@h:26379/m", "pw17"),
         ] {
             let r = redact_url(url);
             assert!(!r.contains(secret), "{url} -> {r}");
+            if let Err(e) = check_url(url) {
+                let e = e.to_string();
+                assert!(!e.contains(secret), "{url} -> {e}");
+            }
         }
+        // A value redis-rs quotes in its own error.
+        let e = connection_info("redis://h:1/?protocol=S3CRETPW")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("S3CRETPW"), "{e}");
+        for url in ["redis:u:pw@h:1", "redis:/h:1", "redis+sentinel:h:1/m"] {
+            let e = check_url(url).unwrap_err().to_string();
+            assert!(e.contains("must be followed by //"), "{url} -> {e}");
+        }
+        assert!(check_url("redis+unix:///tmp/r.sock").is_ok());
         assert_eq!(
             redact_url("redis+unix:///tmp/r.sock?db=1&pass=x"),
             "redis+unix:///tmp/r.sock?db=1&pass=***"

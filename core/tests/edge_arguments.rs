@@ -250,3 +250,37 @@ async fn a_large_value_gets_time_for_its_reply() {
         1
     );
 }
+
+/// A reconcile interval under a millisecond (a unit mistake: nanoseconds for milliseconds)
+/// would run transfer passes back to back: refused for both kinds of queue, 1 ms accepted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reconcile_interval_under_a_millisecond_is_refused() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    for tiny in [
+        Duration::ZERO,
+        Duration::from_nanos(1),
+        Duration::from_micros(999),
+    ] {
+        let opts = delayq::SchedulerOptions {
+            reconcile_interval: tiny,
+            ..Default::default()
+        };
+        let err = c.delayed_queue_with("tiny", opts.clone()).err().unwrap();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(err.to_string().contains("at least 1 ms"), "{err}");
+        let reliable = ReliableQueueOptions {
+            scheduler: opts,
+            ..Default::default()
+        };
+        let err = c.reliable_queue("tiny-r", reliable).err().unwrap();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    }
+    let ok = delayq::SchedulerOptions {
+        reconcile_interval: Duration::from_millis(1),
+        ..Default::default()
+    };
+    c.delayed_queue_with("tiny", ok).unwrap().close();
+    assert_eq!(server.cli(&["DBSIZE"]).trim(), "0");
+    c.close();
+}

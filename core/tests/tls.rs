@@ -150,3 +150,39 @@ async fn one_way_tls_with_a_ca_file_and_insecure_urls() {
     client.server_time_ms().await.unwrap();
     client.close();
 }
+
+/// Certificate options with a plain `redis://` URL are refused before connecting: read and
+/// dropped, they would leave in plain text a connection its caller believes encrypted.
+#[tokio::test(flavor = "multi_thread")]
+async fn certificate_options_with_a_plain_text_url_are_refused() {
+    let plain = common::RedisServer::start();
+    let tls = TlsRedisServer::start(false);
+    let connections = || {
+        let stats = plain.cli(&["INFO", "stats"]);
+        let line = stats
+            .lines()
+            .find(|l| l.starts_with("total_connections_received:"))
+            .unwrap()
+            .to_owned();
+        line
+    };
+    let before = connections();
+    let mut opts = ClientOptions::new(plain.url());
+    opts.tls.ca_file = Some(tls.certs.path("ca.crt"));
+    let err = Client::connect_with(opts).await.expect_err("refused");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("rediss://"), "{err}");
+    // Cluster seeds: every one must be rediss://.
+    let mut opts = ClientOptions::cluster(vec![tls.url(), plain.url()]);
+    opts.tls.ca_file = Some(tls.certs.path("ca.crt"));
+    let err = Client::connect_with(opts).await.expect_err("refused");
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    // One more connection: the INFO of `connections` itself.
+    let after = connections();
+    let count = |l: &str| l.rsplit(':').next().unwrap().trim().parse::<u64>().unwrap();
+    assert_eq!(
+        count(&after),
+        count(&before) + 1,
+        "no connection from the client"
+    );
+}
