@@ -18,6 +18,7 @@ import kotlinx.coroutines.suspendCancellableCoroutine
 import java.time.Duration
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.ForkJoinPool
 import java.util.concurrent.atomic.AtomicLong
 import kotlin.coroutines.resume
 
@@ -31,11 +32,32 @@ internal class Handover<T>(val onReady: (Long) -> Unit, val claim: () -> T, val 
  *
  * Calls that report through tokens (`offerAllThen`, the ready signal of a hand-over) complete
  * here: the native `delayq-callbacks` thread hands over every completion queued meanwhile
- * in one upcall ([completed]), and each completes its future or resumes its coroutine.
+ * in one upcall ([completed]), and a worker of [completing] completes each future or resumes
+ * each coroutine.
  */
 internal object Bridge : Completions {
     /** Runs the `CompletableFuture` variants of the other calls; cancelling a future cancels the call. */
     private val scope = CoroutineScope(SupervisorJob() + Dispatchers.Default)
+
+    /**
+     * Runs each upcall's completions, and with them the dependent stages a caller added
+     * without an executor. Not the `delayq-callbacks` thread: a stage that joins another
+     * delayq future would block the one thread that could complete it, and every async call
+     * of the JVM would hang. A worker of a fork-join pool that joins a future is compensated
+     * with a spare (`ForkJoinPool.managedBlock`), so the other completions go on.
+     */
+    private val completing =
+        ForkJoinPool(
+            maxOf(2, Runtime.getRuntime().availableProcessors()),
+            { pool ->
+                ForkJoinPool.defaultForkJoinWorkerThreadFactory.newThread(pool).apply {
+                    name = "delayq-completions-$poolIndex"
+                    isDaemon = true
+                }
+            },
+            null,
+            true,
+        )
 
     private val tokens = AtomicLong()
     private val waiting = ConcurrentHashMap<Long, (Long, DelayqException?) -> Unit>()
@@ -84,14 +106,14 @@ internal object Bridge : Completions {
     }
 
     override fun completed(pairs: List<Long>) {
-        for (i in pairs.indices step 2) {
-            val done = waiting.remove(pairs[i]) ?: continue
-            runCatching { done(pairs[i + 1], null) }
-        }
+        val batch = (pairs.indices step 2).mapNotNull { i -> waiting.remove(pairs[i])?.let { it to pairs[i + 1] } }
+        if (batch.isNotEmpty()) completing.execute { batch.forEach { (done, value) -> runCatching { done(value, null) } } }
     }
 
     override fun failed(token: Long, kind: String, message: String) {
-        waiting.remove(token)?.let { done -> runCatching { done(0, exceptionOf(kind, message)) } }
+        val done = waiting.remove(token) ?: return
+        val error = exceptionOf(kind, message)
+        completing.execute { runCatching { done(0, error) } }
     }
 
     /** Fails [token]'s call with [e] (a native call that never reached core). */

@@ -61,4 +61,32 @@ class ThreadsTest {
             val distinct = threads.toSet().size
             assertTrue(marked.get() > 0 && distinct < n, "a thread attached once runs many handlers: $distinct threads for $n")
         }
+
+    @Test
+    fun `a dependent stage that joins another delayq future does not hang the async calls`(redis: RedisServer) =
+        Client.connect(redis.url).use { client ->
+            val name = RedisServer.uniqueName("join-in-stage")
+            val q = client.delayedQueue(name)
+            // The stage, added before the take completes, runs where it completes, and blocks
+            // on an offer.
+            val joined =
+                q.takeAsync(Duration.ofSeconds(10)).thenApply { value ->
+                    Triple(Thread.currentThread().name, value, q.offerAsync("b", Duration.ofSeconds(100)).join())
+                }
+            q.offer("a", Duration.ZERO)
+            val (thread, value, due) = joined.get(10, TimeUnit.SECONDS)
+            assertEquals("a", value?.decodeToString())
+            assertTrue(due > 0, "the joined offer completed")
+            assertTrue(thread.startsWith("delayq-completions-"), thread)
+            // Async calls of this client and of another one go on.
+            Client.connect(redis.url).use { other ->
+                val q2 = other.delayedQueue(RedisServer.uniqueName("join-other"), DelayedQueueOptions(scheduler = false))
+                q2.offerAsync("x", Duration.ofSeconds(100)).get(10, TimeUnit.SECONDS)
+                assertEquals(null, q2.takeAsync(Duration.ofMillis(50)).get(10, TimeUnit.SECONDS))
+            }
+            // Many stages blocked at once on futures completed later still all complete.
+            val chained = (0 until 32).map { i -> q.offerAsync("c$i", Duration.ofSeconds(100)).thenApply { q.offerAsync("d$i", Duration.ofSeconds(100)).join() } }
+            chained.forEach { it.get(20, TimeUnit.SECONDS) }
+            assertEquals(65, q.size())
+        }
 }
