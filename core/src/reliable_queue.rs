@@ -1375,7 +1375,18 @@ impl ReliableQueue {
 
     /// Acks many deliveries in one round trip; returns, for each, whether its lease was
     /// still held (see [`Delivery::ack`]).
+    ///
+    /// A delivery of another queue is an invalid argument, and then nothing is acked: its
+    /// receipt means nothing here (stream entry ids of two queues may even be equal).
     pub async fn ack_many(&self, deliveries: &[Delivery]) -> Result<Vec<bool>> {
+        if let Some(d) = deliveries.iter().find(|d| d.queue.name() != self.name()) {
+            return Err(Error::invalid(format!(
+                "ack_many of queue {:?} got a delivery of queue {:?} (id {:?}): ack it with its own queue, or with Delivery::ack",
+                self.name(),
+                d.queue.name(),
+                d.id
+            )));
+        }
         // Deliveries ended here already are false without a lost lease (as `Delivery::ack`).
         let ended: Vec<bool> = deliveries.iter().map(Delivery::has_ended).collect();
         let open: Vec<&Delivery> = (deliveries.iter().zip(&ended))

@@ -755,3 +755,98 @@ async fn a_handle_that_names_no_settings_does_not_store_them() {
     assert_eq!(consumer.settings().await.unwrap().max_attempts, 3);
     c.close();
 }
+
+/// `ack_many` with a delivery of another queue acks nothing: the receipt (a stream entry
+/// id, which two queues may share when they got a message in the same millisecond) would
+/// ack this queue's own message, never processed.
+#[tokio::test(flavor = "multi_thread")]
+async fn ack_many_refuses_a_delivery_of_another_queue() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let a = c.reliable_queue("xa", named(30_000, 5)).unwrap();
+    let b = c.reliable_queue("xb", named(30_000, 5)).unwrap();
+    a.offer("A", Duration::ZERO, Some("A1")).await.unwrap();
+    b.offer("B", Duration::ZERO, Some("B1")).await.unwrap();
+    let da = a.receive(WAIT).await.unwrap().unwrap();
+    let db = b.receive(WAIT).await.unwrap().unwrap();
+    let err = a.ack_many(&[da.clone(), db.clone()]).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("\"xb\""), "{err}");
+    // Nothing was acked, in either queue, and no lease counts as lost.
+    assert_eq!(a.stats().await.unwrap().in_flight, 1);
+    assert_eq!(b.stats().await.unwrap().in_flight, 1);
+    assert!(da.ack().await.unwrap());
+    assert!(db.ack().await.unwrap());
+    assert_eq!(a.lost_leases(), 0);
+    c.close();
+}
+
+/// A producer that retries with the id its first offer returned (a generated one) gets the
+/// same message back, not a second one with the same id, wherever the first one waits:
+/// `near`, a bucket of each level of the wheel, ready, in flight; and in each shard.
+#[tokio::test(flavor = "multi_thread")]
+async fn offering_again_with_a_generated_id_creates_nothing() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    for shards in [1, 4] {
+        let opts = ReliableQueueOptions {
+            shards: Some(shards),
+            scheduler: delayq::SchedulerOptions {
+                enabled: false,
+                ..Default::default()
+            },
+            ..named(30_000, 5)
+        };
+        let q = c.reliable_queue(&format!("regen-{shards}"), opts).unwrap();
+        let delays = [1, 30, 600, 7_200, 172_800].map(Duration::from_secs);
+        let mut ids = Vec::new();
+        for d in delays {
+            let first = q.offer_with_outcome("first", d, None).await.unwrap();
+            assert!(first.created);
+            let again = q
+                .offer_with_outcome("again", d, Some(&first.id))
+                .await
+                .unwrap();
+            assert_eq!(
+                (again.id.as_str(), again.created),
+                (first.id.as_str(), false),
+                "delay {d:?}"
+            );
+            ids.push(first.id);
+        }
+        assert_eq!(q.stats().await.unwrap().delayed, delays.len() as u64);
+        // Ready, then in flight.
+        let ready = q.offer("now", Duration::ZERO, None).await.unwrap();
+        assert!(
+            !q.offer_with_outcome("x", Duration::ZERO, Some(&ready))
+                .await
+                .unwrap()
+                .created
+        );
+        let d = q.receive(WAIT).await.unwrap().unwrap();
+        assert_eq!(d.id, ready);
+        assert!(
+            !q.offer_with_outcome("x", Duration::from_secs(5), Some(&ready))
+                .await
+                .unwrap()
+                .created
+        );
+        assert!(d.ack().await.unwrap());
+        // Each id names one message: one cancel each finds it, a second finds nothing.
+        for id in &ids {
+            assert!(q.cancel(id).await.unwrap(), "{id}");
+            assert!(!q.cancel(id).await.unwrap(), "{id}");
+        }
+        assert_eq!(q.stats().await.unwrap(), ReliableStats::default());
+        // An id of that form that names no message creates one, found by that id.
+        let made_up = format!("{:x}-0123456789abcdef", 1u64 << 20);
+        assert!(
+            q.offer_with_outcome("m", Duration::from_secs(60), Some(&made_up))
+                .await
+                .unwrap()
+                .created
+        );
+        assert!(q.cancel(&made_up).await.unwrap());
+    }
+    c.close();
+}

@@ -295,10 +295,10 @@ local function read_entry(level, start, entry)
   return attempts, flags, due, id, payload
 end
 
--- Finds message `id` in bucket `bucket` of level `level` and removes it: a scan of the
--- list, a page at a time, unpacking only the entries that contain the id's last 16 bytes.
--- Returns attempts, flags, due, payload, or nil.
-local function take_from_bucket(level, bucket, id)
+-- Finds message `id` in bucket `bucket` of level `level` and removes it (unless `keep`): a
+-- scan of the list, a page at a time, unpacking only the entries that contain the id's last
+-- 16 bytes. Returns attempts, flags, due, payload, or nil.
+local function take_from_bucket(level, bucket, id, keep)
   local key = bucket_key(level, bucket)
   local start = bucket * LEVELS[level + 1][1]
   local needle = string.sub(id, -16)
@@ -309,6 +309,7 @@ local function take_from_bucket(level, bucket, id)
       if string.find(entry, needle, 1, true) then
         local attempts, flags, due, full, payload = read_entry(level, start, entry)
         if attempts and full == id then
+          if keep then return attempts, flags, due, payload end
           redis.call('LREM', key, 1, entry)
           if redis.call('EXISTS', key) == 0 then
             redis.call('ZREM', wheel_key(level), hex(bucket))
@@ -324,8 +325,8 @@ local function take_from_bucket(level, bucket, id)
 end
 
 -- Finds message `id` in 'near' among the entries due from `lo` to `hi` (all of them when
--- nil) and removes it. Returns attempts, flags, due, payload, or nil.
-local function take_from_near(id, lo, hi)
+-- nil) and removes it (unless `keep`). Returns attempts, flags, due, payload, or nil.
+local function take_from_near(id, lo, hi, keep)
   local rows
   if lo then
     rows = redis.call('ZRANGEBYSCORE', NEAR, lo, hi, 'WITHSCORES')
@@ -335,6 +336,7 @@ local function take_from_near(id, lo, hi)
   for i = 1, #rows, 2 do
     local attempts, flags, offset, stored, payload = unpack_entry(rows[i])
     if attempts and stored == id then
+      if keep then return attempts, flags, tonumber(rows[i + 1]), payload end
       redis.call('ZREM', NEAR, rows[i])
       redis.call('HINCRBY', META, 'delayed', -1)
       return attempts, flags, tonumber(rows[i + 1]), payload
@@ -343,22 +345,23 @@ local function take_from_near(id, lo, hi)
   return nil
 end
 
--- Finds a delayed message by id and removes it. Returns attempts, flags, due, payload, or
--- nil when the message is not delayed (unknown, ready, in flight, or dead).
+-- Finds a delayed message by id and removes it (unless `keep`: then it only looks). Returns
+-- attempts, flags, due, payload, or nil when the message is not delayed (unknown, ready, in
+-- flight, or dead).
 -- A caller's id (or a moved message) has its place in 'ids'. A generated id names its due
 -- second, so its place follows from the clock: the bucket of level_for(due, now), or 'near';
 -- should the transfer not have cascaded that far yet, the coarser buckets that held it before
 -- are looked at next (a second look, at most one per level, only while a cascade lags; a
 -- list that does not exist costs one LRANGE that finds nothing).
-local function take_delayed(id)
+local function take_delayed(id, keep)
   local location = redis.call('HGET', IDS, id)
   if location then
     local level, bucket = parse_location(location)
-    if level then return take_from_bucket(level, bucket, id) end
+    if level then return take_from_bucket(level, bucket, id, keep) end
     if string.sub(location, 1, 1) == 'n' then
       -- 'n' alone: written before 'near' locations carried the due time.
       local due = tonumber(string.sub(location, 2))
-      return take_from_near(id, due, due)
+      return take_from_near(id, due, due, keep)
     end
     return nil
   end
@@ -367,18 +370,18 @@ local function take_delayed(id)
   local due = born * WIDTH
   local level = level_for(due, now_ms())
   if level < 0 then
-    local attempts, flags, at, payload = take_from_near(id, due, due + WIDTH - 1)
+    local attempts, flags, at, payload = take_from_near(id, due, due + WIDTH - 1, keep)
     if attempts then return attempts, flags, at, payload end
     level = 0
   end
   for l = level, TOP do
     local width = LEVELS[l + 1][1]
-    local attempts, flags, at, payload = take_from_bucket(l, math.floor(due / width), id)
+    local attempts, flags, at, payload = take_from_bucket(l, math.floor(due / width), id, keep)
     if attempts then return attempts, flags, at, payload end
   end
   -- Placed before the wheel had levels: in its level-0 bucket (no such list otherwise, while
   -- the level-1 bucket around it has not opened).
-  if level > 0 then return take_from_bucket(0, born, id) end
+  if level > 0 then return take_from_bucket(0, born, id, keep) end
   return nil
 end
 

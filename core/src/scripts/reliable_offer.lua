@@ -32,7 +32,11 @@ for i = 4, #ARGV, 4 do
     id = string.format('%x', math.floor(due / WIDTH)) .. '-' .. ARGV[i + 2]
     flags = 0
   end
-  if flags == INDEXED and redis.call('HEXISTS', IDS, id) == 1 then
+  -- A caller's id is in `ids` while its message waits, is ready or in flight; a generated
+  -- one (offered again with the id its first offer returned) is in `ids` once ready, and
+  -- while delayed is found where its due second says (as cancel finds it).
+  if flags == INDEXED and (redis.call('HEXISTS', IDS, id) == 1
+      or (bucket_of_generated(id) and take_delayed(id, true))) then
     out[#out + 1] = {id, 0, -1}
   else
     place(id, flags, 0, due, ARGV[i + 3], now)
