@@ -87,6 +87,11 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(crate::error::wrong_method)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(crate::error::json_errors))
+        // Outermost: a request for another host is refused before anything else runs.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::host::guard,
+        ))
         .with_state(state)
 }
 
@@ -1397,6 +1402,49 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
+/// Every route answers 403 `host_not_allowed` to a `Host` it does not serve (DNS
+/// rebinding, `crate::host`), the mutating ones also `read_only` and `cross_site`.
+struct Forbidden;
+
+impl utoipa::Modify for Forbidden {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+        const HOST: &str = "`host_not_allowed`: the request's `Host` is not one this service \
+            answers (on a loopback address: `localhost`, `127.x.x.x`, `[::1]` and \
+            `DELAYQ_ALLOWED_HOSTS`; against DNS rebinding, see docs/serve.md)";
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+            ];
+            for op in operations.into_iter().flatten() {
+                let description = if op.security.is_some() {
+                    format!(
+                        "`read_only`: no token is configured; `cross_site`: asked by a page \
+                         of another site (its `Origin` is not this service's); {HOST}"
+                    )
+                } else {
+                    HOST.to_owned()
+                };
+                let response = ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("ErrorBody")))
+                            .build(),
+                    )
+                    .build();
+                op.responses
+                    .responses
+                    .insert("403".to_owned(), RefOr::T(response));
+            }
+        }
+    }
+}
+
 /// The OpenAPI document of the service, served at `/openapi.json`.
 #[derive(OpenApi)]
 #[openapi(
@@ -1405,6 +1453,6 @@ impl utoipa::Modify for BearerAuth {
         reschedule, receive, ack, nack, extend, dead_letters, requeue_dead, purge_dead,
         purge_dead_post, dead_letters_short, requeue_dead_short, purge_dead_short,
         purge_dead_post_short, get_delayed, delayed_offer, delayed_take, crate::metrics::metrics),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &Forbidden),
 )]
 pub struct ApiDoc;

@@ -26,9 +26,9 @@ pub(crate) struct ErrorBody {
 /// What went wrong.
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct ErrorDetail {
-    /// `invalid_argument` (400, 413), `unauthorized` (401), `read_only` (403), `not_found`
-    /// (404), `method_not_allowed` (405), `wrong_type` (409), `connection`, `timeout`,
-    /// `closed` (503), `server` (500).
+    /// `invalid_argument` (400, 413), `unauthorized` (401), `read_only`, `cross_site`,
+    /// `host_not_allowed` (403), `not_found` (404), `method_not_allowed` (405), `wrong_type`
+    /// (409), `connection`, `timeout`, `closed` (503), `server` (500).
     kind: String,
     message: String,
 }

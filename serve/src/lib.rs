@@ -13,6 +13,7 @@ pub mod bench;
 mod dashboard;
 mod error;
 mod handover;
+mod host;
 mod metrics;
 mod state;
 mod webhook;
@@ -25,6 +26,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use api::ApiDoc;
+pub use host::{parse_allowed_hosts, ALLOWED_HOSTS_VAR};
 pub use webhook::{sign, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 
 /// What `delayq serve` is told.
@@ -112,8 +114,26 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `config.listen` and serves on the current tokio runtime with `client`.
+    /// Binds `config.listen` and serves on the current tokio runtime with `client`. On a
+    /// loopback address only requests whose `Host` names a loopback host are answered
+    /// (see [`Server::start_with_allowed_hosts`]).
     pub async fn start(client: delayq::Client, config: Config) -> std::io::Result<Server> {
+        Self::start_with_allowed_hosts(client, config, &[]).await
+    }
+
+    /// [`Server::start`], answering also requests whose `Host` is one of `allowed_hosts`
+    /// (as [`parse_allowed_hosts`] reads them: names a reverse proxy passes on,
+    /// `.example.com` for a domain, IP addresses, `*` for any). On a loopback address the
+    /// service otherwise answers only `localhost`, `127.x.x.x` and `[::1]` (DNS rebinding,
+    /// docs/serve.md); on another address it answers every `Host` when `allowed_hosts` is
+    /// empty, else these, the loopback names and IP addresses.
+    pub async fn start_with_allowed_hosts(
+        client: delayq::Client,
+        config: Config,
+        allowed_hosts: &[String],
+    ) -> std::io::Result<Server> {
+        let hosts = host::Hosts::new(config.listen, allowed_hosts)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let listener = TcpListener::bind(config.listen).await?;
         let addr = listener.local_addr()?;
         if config.webhooks && config.webhook_secret.is_none() {
@@ -126,7 +146,7 @@ impl Server {
             );
         }
         let stop = CancellationToken::new();
-        let state = Arc::new(state::AppState::new(client, config, stop.clone()));
+        let state = Arc::new(state::AppState::new(client, config, hosts, stop.clone()));
         state.start_background();
         let app = api::router(state.clone());
         let stopped = stop.clone();
@@ -145,7 +165,8 @@ impl Server {
     }
 }
 
-/// Serves until `until` resolves (the CLI passes Ctrl-C).
+/// Serves until `until` resolves (the CLI passes Ctrl-C). The allowed hosts are read from
+/// `DELAYQ_ALLOWED_HOSTS` ([`ALLOWED_HOSTS_VAR`]).
 pub async fn run(
     client: delayq::Client,
     config: Config,
@@ -158,7 +179,19 @@ pub async fn run(
             "read-only: set DELAYQ_TOKEN (or pass --allow-unauthenticated) to allow changes"
         }
     };
-    let server = Server::start(client, config).await?;
+    let allowed_hosts = match std::env::var(ALLOWED_HOSTS_VAR) {
+        Ok(value) => parse_allowed_hosts(&value).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{ALLOWED_HOSTS_VAR}: {e}"),
+            )
+        })?,
+        Err(_) => Vec::new(),
+    };
+    if !allowed_hosts.is_empty() {
+        tracing::info!(hosts = ?allowed_hosts, "answering requests for these hosts besides localhost");
+    }
+    let server = Server::start_with_allowed_hosts(client, config, &allowed_hosts).await?;
     eprintln!(
         "delayq: serving on http://{} ({mode}; Ctrl-C to stop)",
         server.addr

@@ -28,6 +28,8 @@ pub(crate) struct Held {
 pub(crate) struct AppState {
     pub(crate) client: Client,
     pub(crate) config: Config,
+    /// The `Host` headers it answers (DNS rebinding).
+    pub(crate) hosts: crate::host::Hosts,
     pub(crate) stop: CancellationToken,
     reliable: Mutex<HashMap<String, ReliableQueue>>,
     delayed: Mutex<HashMap<String, DelayedQueue>>,
@@ -61,7 +63,12 @@ pub(crate) fn local_ms() -> i64 {
 }
 
 impl AppState {
-    pub(crate) fn new(client: Client, config: Config, stop: CancellationToken) -> Self {
+    pub(crate) fn new(
+        client: Client,
+        config: Config,
+        hosts: crate::host::Hosts,
+        stop: CancellationToken,
+    ) -> Self {
         let known = Known {
             reliable: config.queues.iter().cloned().collect(),
             delayed: config.delayed_queues.iter().cloned().collect(),
@@ -70,6 +77,7 @@ impl AppState {
             webhooks: Webhooks::new(&config),
             client,
             config,
+            hosts,
             stop,
             reliable: Default::default(),
             delayed: Default::default(),

@@ -999,7 +999,7 @@ async fn a_client_gone_mid_poll_leaves_nothing_in_flight() {
         .unwrap();
     conn.write_all(
         format!(
-            "POST /v1/queues/gone/receive HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "POST /v1/queues/gone/receive HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         )
         .as_bytes(),
@@ -1211,6 +1211,205 @@ async fn a_page_of_another_site_cannot_change_queues() {
     assert!(env.keys().is_empty(), "nothing written: {:?}", env.keys());
     assert_eq!(post(Some(env.base.clone())).await.unwrap().status(), 201);
     assert_eq!(post(None).await.unwrap().status(), 201);
+    env.stop().await;
+}
+
+/// DNS rebinding: a page of `evil.example` whose name now points to 127.0.0.1 sends
+/// `Host: evil.example:PORT` (and the same `Origin`, so the cross-site check passes). On a
+/// loopback address the service answers only loopback names: every route, `/metrics` and
+/// the dashboard included, is refused with 403 `host_not_allowed` before it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_for_another_host_is_refused_on_a_loopback_address() {
+    let env = Env::start(delayq_serve::Config {
+        token: None,
+        allow_unauthenticated: true,
+        ..config()
+    })
+    .await;
+    let port = env.port();
+    env.configure("hooks", 1, vec![Duration::from_millis(10)])
+        .await;
+    let (s, _) = env
+        .call(
+            "POST",
+            "/v1/queues/hooks/messages",
+            Some(json!({"payload": "secret", "id": "d1"})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    env.receive_and("hooks", "nack").await;
+
+    let evil = format!("evil.example:{port}");
+    let offer = r#"{"payload":"x"}"#;
+    for (method, path, body) in [
+        ("GET", "/v1/queues/hooks/dead-letters", ""),
+        ("GET", "/v1/queues/hooks/dead", ""),
+        ("GET", "/v1/queues/hooks", ""),
+        ("GET", "/v1/queues", ""),
+        ("GET", "/v1/server", ""),
+        ("GET", "/metrics", ""),
+        ("GET", "/", ""),
+        ("GET", "/assets/app.js", ""),
+        ("GET", "/openapi.json", ""),
+        ("GET", "/no/such/route", ""),
+        ("POST", "/v1/queues/hooks/dead-letters/purge", ""),
+        ("DELETE", "/v1/queues/hooks/dead-letters", ""),
+        ("POST", "/v1/queues/hooks/dead-letters/requeue", ""),
+        ("POST", "/v1/queues/hooks/messages", offer),
+    ] {
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {evil}\r\nOrigin: http://{evil}\r\nContent-Type: application/json"
+        );
+        let (s, answer) = env.raw(&head, body).await;
+        assert_eq!(
+            (s, answer["error"]["kind"].as_str()),
+            (403, Some("host_not_allowed")),
+            "{method} {path}: {answer}"
+        );
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("{evil:?}")) && message.contains("DELAYQ_ALLOWED_HOSTS"),
+            "{message}"
+        );
+    }
+    // Other names, a request without Host, and a target in the absolute form naming
+    // another host: refused too.
+    for head in [
+        "GET /v1/server HTTP/1.1\r\nHost: evil.example".to_owned(),
+        format!("GET /v1/server HTTP/1.1\r\nHost: localhost.evil.example:{port}"),
+        format!("GET /v1/server HTTP/1.1\r\nHost: 127.0.0.1.nip.io:{port}"),
+        format!("GET /v1/server HTTP/1.1\r\nHost: 10.0.0.1:{port}"),
+        "GET /v1/server HTTP/1.0".to_owned(),
+        format!("GET http://{evil}/v1/server HTTP/1.1\r\nHost: 127.0.0.1:{port}"),
+    ] {
+        let (s, answer) = env.raw(&head, "").await;
+        assert_eq!(
+            (s, answer["error"]["kind"].as_str()),
+            (403, Some("host_not_allowed")),
+            "{head:?}: {answer}"
+        );
+    }
+    // Nothing was changed or read: the dead letter is still there, no offer was made.
+    let (_, info) = env.call("GET", "/v1/queues/hooks", None).await;
+    assert_eq!(
+        info["counts"],
+        json!({"delayed": 0, "ready": 0, "in_flight": 0, "dead": 1}),
+        "{info}"
+    );
+    // The OpenAPI document says so for every route.
+    let (_, doc) = env.call("GET", "/openapi.json", None).await;
+    for (path, method) in [
+        ("/v1/queues", "get"),
+        ("/v1/queues/{name}/dead-letters", "get"),
+        ("/v1/queues/{name}/dead-letters/purge", "post"),
+        ("/metrics", "get"),
+    ] {
+        let forbidden = &doc["paths"][path][method]["responses"]["403"];
+        assert!(
+            forbidden["description"]
+                .as_str()
+                .is_some_and(|d| d.contains("host_not_allowed")),
+            "{path} {method}: {forbidden}"
+        );
+    }
+    // Loopback names, with or without a port, in any case, are answered.
+    for host in [
+        format!("localhost:{port}"),
+        "localhost".to_owned(),
+        "LocalHost".to_owned(),
+        format!("127.0.0.1:{port}"),
+        "127.8.9.10".to_owned(),
+        format!("[::1]:{port}"),
+        "[::1]".to_owned(),
+    ] {
+        let head = format!(
+            "GET /v1/queues/hooks/dead-letters HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}"
+        );
+        let (s, answer) = env.raw(&head, "").await;
+        assert_eq!(s, 200, "{host}: {answer}");
+        assert_eq!(answer["dead_letters"][0]["payload"], "secret", "{host}");
+    }
+    let (s, _) = env
+        .raw(
+            &format!("POST /v1/queues/hooks/dead-letters/requeue HTTP/1.1\r\nHost: localhost:{port}\r\nOrigin: http://localhost:{port}"),
+            "",
+        )
+        .await;
+    assert_eq!(s, 200);
+    env.stop().await;
+}
+
+/// Allowed hosts (`DELAYQ_ALLOWED_HOSTS`, for the names a reverse proxy passes on) are
+/// answered besides the loopback names; a service on another address answers every host,
+/// as before, unless allowed hosts are given (then these, loopback names and IP addresses).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_hosts_are_answered_and_other_addresses_answer_any_host_unless_told() {
+    async fn status(env: &Env, host: &str) -> u16 {
+        let head = format!("GET /v1/server HTTP/1.1\r\nHost: {host}");
+        env.raw(&head, "").await.0
+    }
+    let env = Env::start_allowing(
+        support::RedisServer::start(),
+        config(),
+        &["queue.example.com", ".corp.example"],
+    )
+    .await;
+    for (host, expected) in [
+        ("queue.example.com", 200),
+        ("Queue.Example.com:443", 200),
+        ("corp.example", 200),
+        ("a.b.corp.example:8080", 200),
+        ("localhost", 200),
+        ("127.0.0.1", 200),
+        ("example.com", 403),
+        ("xcorp.example", 403),
+        ("evil.example", 403),
+        ("192.0.2.1", 403),
+    ] {
+        assert_eq!(status(&env, host).await, expected, "{host}");
+    }
+    // A bad name is refused at start.
+    let refused = delayq_serve::Server::start_with_allowed_hosts(
+        env.client.clone(),
+        config(),
+        &["http://queue.example.com".to_owned()],
+    )
+    .await;
+    assert_eq!(
+        refused.err().map(|e| e.kind()),
+        Some(std::io::ErrorKind::InvalidInput)
+    );
+    assert_eq!(
+        delayq_serve::parse_allowed_hosts("a.example, .b.example c").unwrap(),
+        ["a.example", ".b.example", "c"]
+    );
+    env.stop().await;
+
+    let anywhere = || delayq_serve::Config {
+        listen: "0.0.0.0:0".parse().unwrap(),
+        ..config()
+    };
+    let env = Env::start(anywhere()).await;
+    for host in ["evil.example", "localhost", "192.0.2.1"] {
+        assert_eq!(status(&env, host).await, 200, "{host}");
+    }
+    env.stop().await;
+
+    let env = Env::start_allowing(
+        support::RedisServer::start(),
+        anywhere(),
+        &["queue.example.com"],
+    )
+    .await;
+    for (host, expected) in [
+        ("queue.example.com", 200),
+        ("localhost:1", 200),
+        ("192.0.2.1:7878", 200),
+        ("[2001:db8::1]", 200),
+        ("evil.example", 403),
+    ] {
+        assert_eq!(status(&env, host).await, expected, "{host}");
+    }
     env.stop().await;
 }
 

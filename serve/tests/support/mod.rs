@@ -36,10 +36,21 @@ impl Env {
     }
 
     pub async fn start_on(redis: RedisServer, config: delayq_serve::Config) -> Env {
+        Self::start_allowing(redis, config, &[]).await
+    }
+
+    /// Starts the service answering also the `Host` names `allowed_hosts`.
+    pub async fn start_allowing(
+        redis: RedisServer,
+        config: delayq_serve::Config,
+        allowed_hosts: &[&str],
+    ) -> Env {
         let client = delayq::Client::connect(&redis.url()).await.unwrap();
-        let server = delayq_serve::Server::start(client.clone(), config)
-            .await
-            .unwrap();
+        let allowed_hosts: Vec<String> = allowed_hosts.iter().map(|h| h.to_string()).collect();
+        let server =
+            delayq_serve::Server::start_with_allowed_hosts(client.clone(), config, &allowed_hosts)
+                .await
+                .unwrap();
         Env {
             base: format!("http://{}", server.addr),
             server: Some(server),
@@ -118,6 +129,49 @@ impl Env {
         let status = resp.status().as_u16();
         let text = resp.text().await.unwrap();
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// Sends `head` (a request line and headers, without the final blank line) and
+    /// `body` as they are, on a connection of its own, `Connection: close`; returns the
+    /// status and the JSON body (Null when not JSON). For headers an HTTP client sets
+    /// itself, such as `Host`.
+    pub async fn raw(&self, head: &str, body: &str) -> (u16, Value) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut conn = tokio::net::TcpStream::connect(self.base.trim_start_matches("http://"))
+            .await
+            .unwrap();
+        let request = format!(
+            "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        conn.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(30), conn.read_to_end(&mut answer))
+            .await
+            .expect("an answer within 30 s")
+            .unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        let status = answer
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"));
+        let (headers, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        // A chunked body (axum's JSON has a length; anything else is only checked as text).
+        let chunked = headers
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked");
+        let json = if chunked {
+            Value::Null
+        } else {
+            serde_json::from_str(body).unwrap_or(Value::Null)
+        };
+        (status, json)
+    }
+
+    /// The port the service listens on.
+    pub fn port(&self) -> u16 {
+        self.server.as_ref().unwrap().addr.port()
     }
 
     pub async fn get_text(&self, path: &str) -> (u16, String) {
