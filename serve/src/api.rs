@@ -22,6 +22,7 @@ use utoipa::OpenApi;
 use crate::auth;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::handover::{self, HandOver};
+use crate::logs::Esc;
 use crate::state::{AppState, Held};
 use crate::webhook::{self, WebhookRecord};
 
@@ -889,7 +890,7 @@ async fn receive(
                     continue;
                 };
                 if let Err(e) = h.delivery.release().await {
-                    tracing::warn!(queue = %h.queue, error = %e, "could not give back a delivery whose answer was not sent; it returns after its lease");
+                    tracing::warn!(queue = ?h.queue, error = %Esc(&e), "could not give back a delivery whose answer was not sent; it returns after its lease");
                 }
             }
         })
@@ -1380,7 +1381,7 @@ async fn delayed_take(
     let give_back = move || {
         handover::spawn(async move {
             if let Err(e) = q.give_back(&value).await {
-                tracing::error!(queue = %q.name(), error = %e, "could not give back a value whose answer was not sent");
+                tracing::error!(queue = ?q.name(), error = %Esc(&e), "could not give back a value whose answer was not sent");
             }
         })
     };

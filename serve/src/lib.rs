@@ -14,6 +14,7 @@ mod dashboard;
 mod error;
 mod handover;
 mod host;
+mod logs;
 mod metrics;
 mod state;
 mod webhook;

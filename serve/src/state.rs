@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use delayq::{Client, DelayedQueue, Delivery, ReliableQueue, ReliableQueueOptions};
 use tokio_util::sync::CancellationToken;
 
+use crate::logs::Esc;
 use crate::webhook::Webhooks;
 use crate::Config;
 
@@ -265,7 +266,7 @@ impl AppState {
                 // Every 30 s: a SCAN walks the whole keyspace.
                 if round % 6 == 1 && !state.client.is_closed() {
                     if let Err(e) = state.discover().await {
-                        tracing::debug!(error = %e, "queue discovery failed");
+                        tracing::debug!(error = %Esc(&e), "queue discovery failed");
                     }
                 }
                 let cutoff = state.server_now_ms() - FORGET_AFTER.as_millis() as i64;

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use tokio_util::sync::CancellationToken;
 
+use crate::logs::Esc;
 use crate::state::AppState;
 use crate::Config;
 
@@ -160,7 +161,7 @@ impl Webhooks {
     pub(crate) async fn forget(&self, state: &AppState, name: &str, id: &str) {
         let cmd = redis::cmd("HDEL").arg(record_key(name)).arg(id).clone();
         if let Err(e) = state.client.query::<i64>(&cmd).await {
-            tracing::warn!(queue = %name, error = %e, "could not delete a webhook record");
+            tracing::warn!(queue = ?name, error = %Esc(&e), "could not delete a webhook record");
         }
     }
 
@@ -189,7 +190,7 @@ impl Webhooks {
                     self.ensure_running(state, &name);
                 }
             }
-            Err(e) => tracing::debug!(error = %e, "could not read the webhook queues"),
+            Err(e) => tracing::debug!(error = %Esc(&e), "could not read the webhook queues"),
         }
     }
 
@@ -201,7 +202,7 @@ impl Webhooks {
         let queue = match state.reliable(name) {
             Ok(q) => q,
             Err(e) => {
-                tracing::warn!(queue = %name, error = %e, "not a queue name; no webhook workers");
+                tracing::warn!(queue = ?name, error = %Esc(&e), "not a queue name; no webhook workers");
                 return;
             }
         };
@@ -223,7 +224,7 @@ impl Webhooks {
                 stop.clone(),
             ));
         }
-        tracing::info!(queue = %name, workers, "delivering to webhooks");
+        tracing::info!(queue = ?name, workers, "delivering to webhooks");
     }
 }
 
@@ -249,7 +250,7 @@ async fn worker(
                 if matches!(e.kind(), delayq::ErrorKind::Closed) {
                     break;
                 }
-                tracing::warn!(queue = %queue.name(), error = %e, retry_in = ?pause, "webhook worker could not receive");
+                tracing::warn!(queue = ?queue.name(), error = %Esc(&e), retry_in = ?pause, "webhook worker could not receive");
                 tokio::select! {
                     _ = stop.cancelled() => break,
                     _ = tokio::time::sleep(pause) => {}
@@ -286,7 +287,7 @@ async fn deliver(
         Ok(r) => r,
         Err(e) => {
             // Redis is unreachable: the lease ends and the message comes back.
-            tracing::warn!(queue = %queue.name(), error = %e, "could not read a webhook record");
+            tracing::warn!(queue = ?queue.name(), error = %Esc(&e), "could not read a webhook record");
             return;
         }
     };
@@ -323,10 +324,10 @@ async fn deliver(
             Ok(true) => state.webhooks.forget(state, queue.name(), &d.id).await,
             Ok(false) => {
                 // Its record stays for the delivery that now holds the message.
-                tracing::warn!(queue = %queue.name(), id = %d.id, "webhook answered after the lease was lost; the message is delivered again");
+                tracing::warn!(queue = ?queue.name(), id = ?d.id, "webhook answered after the lease was lost; the message is delivered again");
             }
             Err(e) => {
-                tracing::warn!(queue = %queue.name(), id = %d.id, error = %e, "webhook answered but the ack failed; it may be delivered again")
+                tracing::warn!(queue = ?queue.name(), id = ?d.id, error = %Esc(&e), "webhook answered but the ack failed; it may be delivered again")
             }
         },
         Ok(response) => {
@@ -367,17 +368,17 @@ async fn fail(
     d: Delivery,
     record: WebhookRecord,
 ) {
-    tracing::debug!(queue = %queue.name(), id = %d.id, attempt = d.attempt, error = ?record.last_error, "webhook attempt failed");
+    tracing::debug!(queue = ?queue.name(), id = ?d.id, attempt = d.attempt, error = ?record.last_error, "webhook attempt failed");
     let json = serde_json::to_string(&record).expect("record to JSON");
     if let Err(e) = state
         .client
         .query::<i64>(redis::cmd("HSET").arg(key).arg(&d.id).arg(json))
         .await
     {
-        tracing::warn!(queue = %queue.name(), error = %e, "could not record a webhook failure");
+        tracing::warn!(queue = ?queue.name(), error = %Esc(&e), "could not record a webhook failure");
     }
     if let Err(e) = d.nack(None).await {
-        tracing::warn!(queue = %queue.name(), id = %d.id, error = %e, "could not nack a failed webhook; it returns after its lease");
+        tracing::warn!(queue = ?queue.name(), id = ?d.id, error = %Esc(&e), "could not nack a failed webhook; it returns after its lease");
     }
 }
 

@@ -480,6 +480,67 @@ async fn without_a_secret_requests_are_signed_with_a_random_key() {
     env.stop().await;
 }
 
+/// Queue names and message ids come from URLs, request bodies and Redis. Written into the
+/// log as they are, a line feed in one forges a record (`ev\n<timestamp> ERROR forged:
+/// line`); serve escapes them, so each record is one line.
+// The current-thread runtime runs every task of the service on this thread, so the
+// subscriber set here sees all of serve's events.
+#[tokio::test]
+async fn names_and_ids_are_escaped_in_the_log() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_env_filter("delayq_serve=debug")
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let env = Env::start(hook_config()).await;
+    const FORGED: &str = "2026-11-27T00:00:00.000000Z ERROR forged: line";
+    // An endpoint that refuses connections: the first attempt fails at once.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (s, offered) = env
+        .call(
+            "POST",
+            "/v1/queues/ev%0A2026-11-27T00:00:00.000000Z%20ERROR%20forged:%20line/messages",
+            Some(json!({
+                "payload": "x",
+                "id": format!("id\n{FORGED}\r\n{FORGED}"),
+                "callback_url": format!("http://{closed}/"),
+            })),
+        )
+        .await;
+    assert_eq!(s, 201, "{offered}");
+    until(Duration::from_secs(20), || async {
+        logs.text().contains("webhook attempt failed").then_some(())
+    })
+    .await;
+    env.stop().await;
+    let log = logs.text();
+    // Both events name the queue, the second the id too, escaped.
+    let queue = format!(r#"queue="ev\n{FORGED}""#);
+    let id = format!(r#"id="id\n{FORGED}\r\n{FORGED}""#);
+    let started = log
+        .lines()
+        .find(|l| l.contains("delivering to webhooks"))
+        .unwrap_or_else(|| panic!("no 'delivering to webhooks' line in\n{log}"));
+    assert!(started.contains(&queue), "{started}");
+    let failed = log
+        .lines()
+        .find(|l| l.contains("webhook attempt failed"))
+        .unwrap();
+    assert!(failed.contains(&queue) && failed.contains(&id), "{failed}");
+    for line in log.lines() {
+        assert!(
+            !line.starts_with(FORGED) && !line.contains('\r'),
+            "a forged line in the log:\n{log}"
+        );
+    }
+}
+
 /// A webhook queue whose number of shards changes through `PUT .../settings` keeps being
 /// delivered: its workers start again with a handle on the new layout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
