@@ -286,3 +286,133 @@ def test_the_asyncio_consume_fails_a_delivery_whose_handler_returned_no_awaitabl
         delayq.set_log_level(logging.NOTSET)
     assert ran == ["lying"]
     assert failures and "not an awaitable" in failures[0], failures
+
+
+def _two_parameters(d: Any, extra: Any) -> None:
+    ran.append("two parameters")
+
+
+async def _async_no_parameter() -> None:
+    ran.append("async no parameter")
+
+
+async def _async_two_parameters(d: Any, extra: Any) -> None:
+    ran.append("async two parameters")
+
+
+# consume's arguments that give it no handler it could call with a delivery, and the
+# words of the refusal.
+BLOCKING_MISFITS: dict[str, tuple[tuple[Any, ...], str]] = {
+    "None": ((None, 1), "handler must be callable with the delivery, not NoneType"),
+    "concurrency alone": ((5,), "handler must be callable with the delivery, not int"),
+    "str": (("handler",), "handler must be callable with the delivery, not str"),
+    "no parameter": ((lambda: ran.append("no parameter"),), "cannot be called with one"),
+    "two parameters": ((_two_parameters, 2), "cannot be called with one argument"),
+    "keyword-only": ((lambda *, d: ran.append("keyword-only"),), "cannot be called with one"),
+    "unbound method": ((_Methods.handle,), "cannot be called with one argument"),
+}
+ASYNC_MISFITS: dict[str, tuple[Any, str]] = {
+    "None": (None, "handler must be callable with the delivery, not NoneType"),
+    "no parameter": (_async_no_parameter, "cannot be called with one argument"),
+    "two parameters": (_async_two_parameters, "cannot be called with one argument"),
+    "unbound method": (_Methods.handle_async, "cannot be called with one argument"),
+}
+
+
+@pytest.mark.parametrize("case", BLOCKING_MISFITS)
+def test_the_blocking_consume_refuses_what_it_could_not_call_with_a_delivery(
+    url: str, name: str, case: str
+) -> None:
+    args, words = BLOCKING_MISFITS[case]
+    with delayq.Client(url) as client:
+        q = client.reliable_queue(name)
+        q.offer(b"job", 0, id="job")
+        outcome: list[BaseException] = []
+
+        def consume() -> None:
+            try:
+                q.consume(*args)
+            except BaseException as e:
+                outcome.append(e)
+
+        consumer = threading.Thread(target=consume, daemon=True)
+        consumer.start()
+        consumer.join(3)
+        q.close()
+        consumer.join(5)
+        assert len(outcome) == 1, "consume took a handler it cannot call with a delivery"
+        assert isinstance(outcome[0], delayq.InvalidArgument), outcome[0]
+        assert words in str(outcome[0]), outcome[0]
+        assert ran == []
+        _queue_untouched(client, name)
+
+
+@pytest.mark.parametrize("flavour", ["delayq.asyncio", "consume_async"])
+@pytest.mark.parametrize("case", ASYNC_MISFITS)
+def test_the_asyncio_consume_refuses_what_it_could_not_call_with_a_delivery(
+    url: str, name: str, case: str, flavour: str
+) -> None:
+    handler, words = ASYNC_MISFITS[case]
+
+    async def main() -> None:
+        async with delayq.asyncio.Client(url) as aclient:
+            if flavour == "consume_async":
+                with delayq.Client(url) as client:
+                    with pytest.raises(delayq.InvalidArgument) as refused:
+                        client.reliable_queue(name).consume_async(handler)
+                    assert words in str(refused.value), refused.value
+                    return
+            consuming = aclient.reliable_queue(name).consume(handler)
+            with pytest.raises(delayq.InvalidArgument) as refused:
+                await asyncio.wait_for(consuming, 3)
+            assert words in str(refused.value), refused.value
+
+    with delayq.Client(url) as client:
+        client.reliable_queue(name).offer(b"job", 0, id="job")
+        asyncio.run(main())
+        assert ran == []
+        _queue_untouched(client, name)
+
+
+class _Unreadable:
+    """A handler whose signature cannot be read, as some builtins' (``print`` before
+    Python 3.13)."""
+
+    @property
+    def __signature__(self) -> Any:
+        raise ValueError("no signature found")
+
+    def __call__(self, d: Any) -> None:
+        ran.append("unreadable")
+
+
+ACCEPTED: dict[str, Callable[..., Any]] = {
+    "unreadable signature": _Unreadable(),
+    "builtin": print,
+    "defaulted second parameter": lambda d, extra=1: ran.append("defaulted"),
+    "*args": lambda *args: ran.append("*args"),
+    "class": type("Handler", (), {"__init__": lambda self, d: ran.append("class")}),
+}
+
+
+@pytest.mark.parametrize("case", ACCEPTED)
+def test_the_blocking_consume_takes_any_callable_that_may_take_a_delivery(
+    url: str, name: str, case: str
+) -> None:
+    with delayq.Client(url) as client:
+        q = client.reliable_queue(name)
+        q.offer(b"job", 0, id="job")
+        consumer = threading.Thread(target=q.consume, args=(ACCEPTED[case],), daemon=True)
+        consumer.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            s = q.stats()
+            if (s.ready, s.in_flight) == (0, 0):
+                break
+            time.sleep(0.01)
+        q.close(deadline=5)
+        consumer.join(5)
+        assert not consumer.is_alive()
+        s = client.reliable_queue(name).stats()
+        assert (s.delayed, s.ready, s.in_flight, s.dead) == (0, 0, 0, 0), s
+    assert len(ran) == (0 if case == "builtin" else 1), ran

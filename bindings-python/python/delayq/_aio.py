@@ -151,11 +151,34 @@ def _named(handler: object) -> str:
     return getattr(handler, "__qualname__", None) or type(handler).__qualname__
 
 
+def _callable_with_a_delivery(handler: object) -> None:
+    """Refuses (``InvalidArgument``) a ``consume`` handler that cannot be called with a
+    delivery: one that is not callable, or whose signature takes no single positional
+    argument (a signature that cannot be read, as some builtins', is not checked)."""
+    if not callable(handler):
+        raise InvalidArgument(
+            "consume's handler must be callable with the delivery, not "
+            f"{type(handler).__name__}: pass it first, as consume(handler, concurrency)"
+        )
+    try:
+        signature = inspect.signature(handler)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None)
+    except TypeError as e:
+        raise InvalidArgument(
+            f"consume's handler {_named(handler)}{signature} cannot be called with one "
+            f"argument, the delivery ({e})"
+        ) from None
+
+
 def blocking_handler(handler: Callable[[Any], object]) -> Callable[[Any], None]:
-    """The handler of a blocking ``consume``: refuses (``InvalidArgument``) an async
-    function (``_async_kind``), whose body would never run; calls any other so that a
-    delivery whose call returned an awaitable anyway fails (nack) rather than being acked
-    unrun."""
+    """The handler of a blocking ``consume``: refuses (``InvalidArgument``) one that cannot
+    take a delivery (``_callable_with_a_delivery``) and an async function
+    (``_async_kind``), whose body would never run; calls any other so that a delivery
+    whose call returned an awaitable anyway fails (nack) rather than being acked unrun."""
+    _callable_with_a_delivery(handler)
     kind = _async_kind(handler)
     if kind is not None:
         raise InvalidArgument(
@@ -180,8 +203,10 @@ def blocking_handler(handler: Callable[[Any], object]) -> Callable[[Any], None]:
 
 
 def awaited_handler(handler: Callable[[Any], Awaitable[Any]]) -> None:
-    """Refuses (``InvalidArgument``) a handler that an awaited ``consume`` could not await:
-    one whose call returns no coroutine by its definition (``_async_kind``)."""
+    """Refuses (``InvalidArgument``) a handler that an awaited ``consume`` could not call
+    with a delivery (``_callable_with_a_delivery``) or await: one whose call returns no
+    coroutine by its definition (``_async_kind``)."""
+    _callable_with_a_delivery(handler)
     if _async_kind(handler) != "coroutine":
         raise InvalidArgument(
             f"consume got {_named(handler)}, which is not an `async def` function: the "

@@ -584,9 +584,11 @@ class ReliableQueue(_Reliable, _Closing):
         batches acks. Runs until the queue or its client is closed (or Ctrl-C); after
         `close(deadline=...)`, once the running handlers finished and were settled.
 
-        The handler is a plain function: an `async def` one (or an object whose `__call__`
-        is) raises `InvalidArgument` at once, as nothing would await it (`delayq.asyncio`'s
-        `consume` does); a call that returns an awaitable anyway fails (nack)."""
+        The handler is a plain function taking the delivery: one that is not callable or
+        whose signature cannot take one argument raises `InvalidArgument` at once, before
+        anything reaches Redis; so does an `async def` one (or an object whose `__call__`
+        is), as nothing would await it (`delayq.asyncio`'s `consume` does). A call that
+        returns an awaitable anyway fails (nack)."""
         self._q.consume(None, blocking_handler(handler), concurrency)
 
     def consume_async(
@@ -597,8 +599,8 @@ class ReliableQueue(_Reliable, _Closing):
         """Awaitable `consume` for `async def handler(delivery)`, run on the caller's event
         loop. Cancelling it stops the workers; `close_async(deadline)` lets the running
         handlers finish first. A handler that is not an `async def` function (or an object
-        whose `__call__` is one) raises `InvalidArgument` at once; a call that returns no
-        awaitable anyway fails (nack)."""
+        whose `__call__` is one), or whose signature cannot take one argument, raises
+        `InvalidArgument` at once; a call that returns no awaitable anyway fails (nack)."""
         awaited_handler(handler)
         consumer = Consumer(handler)
         return consuming(Awaiting(self._q.consume(loop(), consumer, concurrency)), consumer)

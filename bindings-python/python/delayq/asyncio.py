@@ -138,8 +138,9 @@ class ReliableQueue(_Closing, _api._Reliable, OnLoop):
         Runs until closed or cancelled; after ``close(deadline=...)``, once the running
         handlers finished and were settled.
 
-        The handler is an ``async def`` function (or an object whose ``__call__`` is one);
-        any other raises ``InvalidArgument`` before anything reaches Redis (a blocking
+        The handler is an ``async def`` function (or an object whose ``__call__`` is one)
+        taking the delivery; any other raises ``InvalidArgument`` before anything reaches
+        Redis (a blocking
         handler belongs to ``delayq.Client``'s ``consume``, in a thread). A call that
         returns no awaitable anyway fails (nack)."""
         awaited_handler(handler)
