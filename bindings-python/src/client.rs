@@ -33,7 +33,7 @@ fn backoff(
     max: Option<Obj<'_>>,
 ) -> PyResult<Option<delayq::Backoff>> {
     let what = "backoff must be a list of delays";
-    let schedule = schedule.map(|s| convert::items(&s, what)).transpose()?;
+    let schedule = schedule.map(|s| convert::sequence(&s, what)).transpose()?;
     let each = |d: &Obj<'_>| convert::delay_named(d, "each delay of backoff");
     let schedule = schedule.map(|l| l.iter().map(each).collect());
     let (base, max) = (

@@ -7,7 +7,7 @@ use delayq::delay::{self as check, Integer};
 use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDelta, PyDeltaAccess, PyFloat, PyInt};
-use pyo3::types::{PyMemoryView, PySequence, PyString};
+use pyo3::types::{PyMapping, PyMemoryView, PySequence, PyString};
 
 use crate::error::{invalid, to_py};
 
@@ -64,6 +64,16 @@ pub fn items<'py>(obj: &Obj<'py>, what: &str) -> PyResult<Vec<Obj<'py>>> {
     }
 }
 
+/// The items of an iterable in an order of its own (as `items`): a mapping (whose items
+/// would be its keys) or a set (in no order) is refused, "`what` in order, not ...".
+pub fn sequence<'py>(obj: &Obj<'py>, what: &str) -> PyResult<Vec<Obj<'py>>> {
+    let set = obj.py().import("collections.abc")?.getattr("Set")?;
+    if obj.is_instance_of::<PyMapping>() || obj.is_instance(&set)? {
+        return Err(wrong(&format!("{what} in order"), obj));
+    }
+    items(obj, what)
+}
+
 /// The 2 to `N` items of a tuple (or any other sequence, as `items`), padded with None.
 pub fn tuple<'py, const N: usize>(obj: &Obj<'py>, what: &str) -> PyResult<[Obj<'py>; N]> {
     obj.cast::<PySequence>().map_err(|_| wrong(what, obj))?;
@@ -78,21 +88,27 @@ pub fn tuple<'py, const N: usize>(obj: &Obj<'py>, what: &str) -> PyResult<[Obj<'
     Ok(std::array::from_fn(|_| list.next().unwrap_or_else(none)))
 }
 
-/// A value in: `bytes`, `bytearray`, `memoryview` (or any buffer of bytes) or `str` (UTF-8).
-pub fn value(obj: &Obj<'_>) -> PyResult<Vec<u8>> {
-    let bytes = if let Ok(b) = obj.cast::<PyBytes>() {
+/// Bytes in, `what` in the errors (`as_str` when it is a `str` that has no UTF-8):
+/// `bytes`, `bytearray`, `memoryview` (or any buffer of bytes) or `str` (UTF-8).
+pub fn bytes_like(obj: &Obj<'_>, what: &str, as_str: &str) -> PyResult<Vec<u8>> {
+    Ok(if let Ok(b) = obj.cast::<PyBytes>() {
         b.as_bytes().to_vec()
     } else if obj.is_instance_of::<PyString>() {
-        string(obj, "a str value")?.into_bytes()
+        string(obj, as_str)?.into_bytes()
     } else if let Ok(b) = obj.cast::<PyByteArray>() {
         b.to_vec()
     } else if obj.is_instance_of::<PyMemoryView>() {
         let b = obj.call_method0("tobytes")?;
         b.cast::<PyBytes>()?.as_bytes().to_vec()
     } else {
-        let msg = "a value must be bytes, bytearray, memoryview or str";
-        return Err(wrong(msg, obj));
-    };
+        let msg = format!("{what} must be bytes, bytearray, memoryview or str");
+        return Err(wrong(&msg, obj));
+    })
+}
+
+/// A value in (see `bytes_like`), at most 512 MiB.
+pub fn value(obj: &Obj<'_>) -> PyResult<Vec<u8>> {
+    let bytes = bytes_like(obj, "a value", "a str value")?;
     check::check_value(&bytes).map_err(to_py)?;
     Ok(bytes)
 }

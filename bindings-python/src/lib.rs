@@ -15,16 +15,21 @@ mod runtime;
 
 use pyo3::prelude::*;
 
-/// Packs an entry the way Redisson does (`struct.pack('Bc0Lc0', ...)`).
+use crate::convert::Obj;
+
+/// Packs an entry the way Redisson does (`struct.pack('Bc0Lc0', ...)`); the id and the
+/// value are bytes (or `str`, UTF-8), as values are everywhere.
 #[pyfunction]
-fn pack_entry(id: &[u8], value: &[u8]) -> PyResult<Vec<u8>> {
-    delayq::codec::pack(id, value).map_err(error::to_py)
+fn pack_entry(id: Obj<'_>, value: Obj<'_>) -> PyResult<Vec<u8>> {
+    let id = convert::bytes_like(&id, "id", "id")?;
+    delayq::codec::pack(&id, &convert::value(&value)?).map_err(error::to_py)
 }
 
-/// Splits a packed entry into `(id, value)`.
+/// Splits a packed entry (bytes, or a `str` as UTF-8) into `(id, value)`.
 #[pyfunction]
-fn unpack_entry(packed: &[u8]) -> PyResult<(Vec<u8>, Vec<u8>)> {
-    let (id, value) = delayq::codec::unpack(packed).map_err(|e| error::invalid(e.to_string()))?;
+fn unpack_entry(packed: Obj<'_>) -> PyResult<(Vec<u8>, Vec<u8>)> {
+    let packed = convert::bytes_like(&packed, "packed", "packed")?;
+    let (id, value) = delayq::codec::unpack(&packed).map_err(|e| error::invalid(e.to_string()))?;
     Ok((id.to_vec(), value.to_vec()))
 }
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+import pickle
+import traceback
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any, Union
@@ -249,6 +251,35 @@ def test_a_bad_duration_setting_is_named_in_its_error(url: str, name: str, optio
         assert "each delay of backoff must not be negative" in str(info.value)
 
 
+ERROR_CLASSES = [
+    delayq.DelayqError,
+    delayq.InvalidArgument,
+    delayq.ConnectionError,
+    delayq.TimeoutError,
+    delayq.WrongTypeError,
+    delayq.ClosedError,
+    delayq.ServerError,
+]
+
+
+@pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)
+def test_error_classes_are_shown_and_pickled_as_delayq_names(cls: type[Exception]) -> None:
+    assert cls.__module__ == "delayq" and getattr(delayq, cls.__qualname__) is cls
+    error = cls("what went wrong")
+    shown = traceback.format_exception_only(type(error), error)
+    assert shown == [f"delayq.{cls.__name__}: what went wrong\n"], shown
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is cls and back.args == error.args
+
+
+def test_a_raised_error_is_shown_as_a_delayq_name() -> None:
+    with pytest.raises(delayq.InvalidArgument) as info:
+        delayq.Client("http://127.0.0.1:1")
+    shown = "".join(traceback.format_exception(info.type, info.value, info.tb))
+    assert "\ndelayq.InvalidArgument: " in shown, shown
+    assert "delayq._errors" not in shown, shown
+
+
 def test_invalid_argument_error_is_an_alias() -> None:
     assert delayq.InvalidArgumentError is delayq.InvalidArgument
     assert "InvalidArgumentError" in delayq.__all__
@@ -401,7 +432,13 @@ def own_server() -> Iterator[RedisServer]:
         (True, "backoff must be a list of delays, not bool"),
         ("12", "backoff must be a list of delays, not str"),
         ([1, "2"], "each delay of backoff must be int, float or timedelta seconds, not str"),
+        # A mapping would give its keys, a set its items in no order of their own.
+        ({1: 2}, "backoff must be a list of delays in order, not dict"),
+        ({1: 2}.keys(), "backoff must be a list of delays in order, not dict_keys"),
+        ({1, 2}, "backoff must be a list of delays in order, not set"),
+        (frozenset([1]), "backoff must be a list of delays in order, not frozenset"),
     ],
+    ids=["bool", "str", "item-str", "dict", "dict_keys", "set", "frozenset"],
 )
 def test_a_bad_backoff_schedule_is_an_invalid_argument(
     url: str, name: str, backoff: object, words: str

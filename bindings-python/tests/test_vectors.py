@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+
+import pytest
 
 import delayq
 from conftest import REPO
@@ -37,3 +40,37 @@ def test_unpack_rejects_garbage() -> None:
         pass
     else:
         raise AssertionError("no error")
+
+
+def test_pack_and_unpack_take_bytes_like_values_and_str_as_utf8() -> None:
+    packed = delayq.pack_entry(b"id", "vält")
+    assert packed == delayq.pack_entry("id", "vält".encode())
+    assert packed == delayq.pack_entry(bytearray(b"id"), memoryview("vält".encode()))
+    assert delayq.unpack_entry(packed) == (b"id", "vält".encode())
+    assert delayq.unpack_entry(bytearray(packed)) == (b"id", "vält".encode())
+    assert delayq.unpack_entry(memoryview(packed)) == (b"id", "vält".encode())
+    assert delayq.unpack_entry(delayq.pack_entry("i", "v").decode()) == (b"i", b"v")
+
+
+BAD_PACKING: dict[str, tuple[Callable[..., object], tuple[object, ...], str]] = {
+    "id-int": (
+        delayq.pack_entry,
+        (5, b"v"),
+        "id must be bytes, bytearray, memoryview or str, not int",
+    ),
+    "id-none": (delayq.pack_entry, (None, b"v"), "id must be bytes, bytearray, memoryview or str"),
+    "value-float": (delayq.pack_entry, (b"i", 1.5), "a value must be bytes, bytearray, memoryview"),
+    "id-surrogate": (delayq.pack_entry, ("\ud800", b"v"), "id must be valid UTF-8"),
+    "value-surrogate": (delayq.pack_entry, (b"i", "\ud800"), "a str value must be valid UTF-8"),
+    "id-long": (delayq.pack_entry, (b"i" * 256, b"v"), "over 255 bytes"),
+    "packed-list": (delayq.unpack_entry, ([1, 2],), "packed must be bytes, bytearray, memoryview"),
+    "packed-garbage-str": (delayq.unpack_entry, ("str",), "undecodable entry"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_PACKING)
+def test_pack_and_unpack_refuse_bad_arguments_with_invalid_argument(case: str) -> None:
+    call, args, words = BAD_PACKING[case]
+    with pytest.raises(delayq.InvalidArgument) as info:
+        call(*args)
+    assert words in str(info.value), info.value

@@ -36,3 +36,17 @@ class ClosedError(DelayqError):
 
 class ServerError(DelayqError):
     """Any other error reported by the Redis server."""
+
+
+# Shown (in tracebacks, `repr`) and pickled as `delayq.<name>`, where users find them.
+for _cls in (
+    DelayqError,
+    InvalidArgument,
+    ConnectionError,
+    TimeoutError,
+    WrongTypeError,
+    ClosedError,
+    ServerError,
+):
+    _cls.__module__ = "delayq"
+del _cls
