@@ -52,6 +52,7 @@ fn _delayq(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<delayed_queue::TakeIter>()?;
     m.add_class::<reliable_queue::ReliableQueue>()?;
     m.add_class::<reliable_queue::Delivery>()?;
+    m.add_class::<reliable_queue::ReceiveIter>()?;
     m.add_class::<runtime::Pending>()?;
     m.add_class::<runtime::Completer>()?;
     m.add_class::<runtime::Reply>()?;

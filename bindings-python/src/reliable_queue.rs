@@ -13,7 +13,7 @@ use crate::convert::{count, delay, items, opt_delay, opt_string, string, strings
 use crate::convert::{delay_named, duration, timeout, tuple, value, wrong, Obj};
 use crate::error::described;
 use crate::exit;
-use crate::runtime::{calls, none, run, Aio, Made, Taking, R};
+use crate::runtime::{calls, claim_blocking, none, run, Aio, Made, Taking, R};
 
 #[pyclass(frozen)]
 pub struct ReliableQueue(pub delayq::ReliableQueue);
@@ -22,7 +22,10 @@ pub struct ReliableQueue(pub delayq::ReliableQueue);
 pub struct Delivery(delayq::Delivery);
 
 /// A `delayq.Delivery(id, payload, attempt, due_at, shard, handle)`.
-pub fn delivery(d: delayq::Delivery) -> Made<(String, Vec<u8>, u32, i64, u32, Delivery)> {
+pub type MadeDelivery = Made<(String, Vec<u8>, u32, i64, u32, Delivery)>;
+
+/// The `delayq.Delivery` of `d`.
+pub fn delivery(d: delayq::Delivery) -> MadeDelivery {
     let (id, payload, shard) = (d.id.clone(), d.payload.clone(), d.shard());
     let fields = (id, payload, d.attempt, d.due_at, shard, Delivery(d));
     Made("Delivery", fields)
@@ -79,7 +82,9 @@ fn message(item: &Obj<'_>) -> PyResult<Checked> {
     let shape = "each message must be a (payload, delay[, id[, shard_key]]) tuple of 2 to 4 items";
     let [payload, d, id, key] = tuple(item, shape)?;
     let (id, key) = (opt_string(&id, "id")?, opt_string(&key, "shard_key")?);
-    Ok((value(&payload)?, delay(&d)?, id, key))
+    // A delay of None is 0, as in `offer`.
+    let d = opt_delay((!d.is_none()).then_some(d))?.unwrap_or_default();
+    Ok((value(&payload)?, d, id, key))
 }
 
 calls! { ReliableQueue(q) {
@@ -146,6 +151,10 @@ calls! { ReliableQueue(q) {
         self.0.lost_leases()
     }
 
+    fn iter(&self, t: Option<Obj<'_>>) -> PyResult<ReceiveIter> {
+        Ok(ReceiveIter(self.0.clone(), timeout(t)?))
+    }
+
     /// Core's `consume`, each handler run in a worker thread, or as a task on the caller's
     /// event loop when awaited.
     fn consume(&self, py: Python<'_>, aio: Aio<'_>, handler: Py<PyAny>, concurrency: Obj<'_>) -> R {
@@ -182,5 +191,21 @@ calls! { Delivery(d) {
     #[getter]
     fn deadline(&self) -> i64 {
         self.0.deadline()
+    }
+}
+
+/// The iterator of `ReliableQueue.iter`: a `receive` per item, until one times out.
+#[pyclass(module = "delayq", frozen)]
+pub struct ReceiveIter(delayq::ReliableQueue, Option<Duration>);
+
+#[pymethods]
+impl ReceiveIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<MadeDelivery>> {
+        let received = claim_blocking(py, Handover::receive(&self.0, self.1))?;
+        Ok(received.map(delivery))
     }
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
@@ -149,3 +150,64 @@ def test_asyncio_reliable_and_consume(url: str, name: str) -> None:
             assert stats.ready == 0
 
     asyncio.run(main())
+
+
+def test_iter_receives_until_a_receive_times_out(url: str, name: str) -> None:
+    with delayq.Client(url) as client:
+        q = client.reliable_queue(name)
+        q.offer_all([(b"1", 0), (b"2", 0), (b"3", 0.2)])
+        got: list[bytes] = []
+        for d in q.iter(timeout=1):
+            assert isinstance(d, delayq.Delivery) and d.attempt == 1, d
+            got.append(d.payload)
+            assert d.ack()
+        assert sorted(got) == [b"1", b"2", b"3"]
+        s = q.stats()
+        assert (s.delayed, s.ready, s.in_flight, s.dead) == (0, 0, 0, 0), s
+        it = q.iter(timeout=0.1)
+        assert isinstance(it, delayq.ReceiveIter) and iter(it) is it
+        assert list(it) == []
+        with pytest.raises(delayq.InvalidArgument):
+            q.iter(-1)  # checked at the call, as DelayedQueue.iter
+        with pytest.raises(delayq.InvalidArgument):
+            q.iter("1")  # type: ignore[arg-type]
+        q.close()
+        with pytest.raises(delayq.ClosedError):
+            next(q.iter(1))
+
+
+@pytest.mark.parametrize("form", ["blocking", "twin", "asyncio"])
+def test_a_delay_of_none_is_zero_in_every_offer(url: str, name: str, form: str) -> None:
+    """`offer(p, None)` is due at once; so is a `(p, None, ...)` item of `offer_all`."""
+    offers: list[tuple[str, tuple[object, ...]]] = [
+        ("offer", (b"a", None)),
+        ("offer_with_outcome", (b"b", None)),
+        ("offer_all", ([(b"c", None), (b"d", None, "d")],)),
+        ("offer_all_with_outcome", ([[b"e", None, None, "key"]],)),
+    ]
+
+    async def on_loop(q: Any, suffix: str) -> list[object]:
+        return [await getattr(q, method + suffix)(*args) for method, args in offers]
+
+    with delayq.Client(url) as client:
+        before = client.server_time_ms()
+        if form == "blocking":
+            q = client.reliable_queue(name)
+            made = [getattr(q, method)(*args) for method, args in offers]
+        elif form == "twin":
+            made = asyncio.run(on_loop(client.reliable_queue(name), "_async"))
+        else:
+
+            async def flavour() -> list[object]:
+                async with delayq.asyncio.Client(url) as aclient:
+                    return await on_loop(aclient.reliable_queue(name), "")
+
+            made = asyncio.run(flavour())
+        outcomes = [made[1], *made[3]]
+        assert all(o.created and before <= o.due_at <= client.server_time_ms() for o in outcomes)
+        q = client.reliable_queue(name)
+        s = q.stats()
+        assert s.delayed == 0 and s.ready == 5, s
+        got = q.receive_many(10, 5)
+        assert sorted(d.payload for d in got) == [b"a", b"b", b"c", b"d", b"e"]
+        assert all(q.ack_many(got))

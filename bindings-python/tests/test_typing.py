@@ -16,6 +16,7 @@ USER_CODE = """
     from typing import Optional
 
     import delayq.asyncio
+    from typing_extensions import assert_type
 
 
     async def main(url: str) -> None:
@@ -30,6 +31,15 @@ USER_CODE = """
         print(await take, await size, await got)
         (await connecting).close()
         client.close()
+
+
+    def blocking(url: str) -> None:
+        with delayq.Client(url) as client:
+            for d in client.reliable_queue("r").iter(0.1):
+                assert_type(d, delayq.Delivery)
+                d.ack()
+        packed = delayq.pack_entry("id", "value")
+        assert_type(delayq.unpack_entry(bytearray(packed)), tuple[bytes, bytes])
 """
 
 

@@ -45,6 +45,7 @@ Value = Union[bytes, bytearray, memoryview, str]
 StrPath = Union[str, "os.PathLike[str]"]
 
 TakeIter = _delayq.TakeIter
+ReceiveIter = _delayq.ReceiveIter
 
 
 def _debug(text: str) -> str:
@@ -462,7 +463,8 @@ class _Reliable(_Queue[_delayq.ReliableQueue]):
         *,
         shard_key: Optional[str] = None,
     ) -> str:
-        """Offers `payload` due after `delay` seconds; returns its id. With `id`, a message
+        """Offers `payload` due after `delay` seconds (None: 0, due now); returns its id.
+        With `id`, a message
         with that id still waiting, ready or in flight (or acked within the queue's
         idempotency retention) is not offered again: the call returns the id and changes
         nothing.
@@ -483,7 +485,8 @@ class _Reliable(_Queue[_delayq.ReliableQueue]):
     @call
     def offer_all(self, messages: Iterable[Sequence[Any]]) -> list[str]:
         """Offers many `(payload, delay)`, `(payload, delay, id)` or
-        `(payload, delay, id, shard_key)` tuples (or lists); returns their ids."""
+        `(payload, delay, id, shard_key)` tuples (or lists; a delay of None is 0, as in
+        `offer`); returns their ids."""
         return self._q.offer_all(self._aio, self._full, messages)  # type: ignore[no-any-return]
 
     offer_all_async = twin(offer_all)
@@ -566,6 +569,12 @@ class ReliableQueue(_Reliable, _Closing):
         return self._q.receive_many(self._aio, n, timeout)  # type: ignore[no-any-return]
 
     receive_many_async = twin(receive_many)
+
+    def iter(self, timeout: Optional[Seconds] = None) -> ReceiveIter:
+        """Iterates over messages as they come: `for d in q.iter(timeout=5)` receives them
+        one at a time (each a `Delivery`, to ack or nack as from `receive`) and ends when
+        none came within `timeout` seconds (None: never ends)."""
+        return self._q.iter(timeout)
 
     def ack_many(self, deliveries: Iterable[Delivery]) -> list[bool]:
         """Acks many deliveries in one round trip; returns, for each, whether its lease was

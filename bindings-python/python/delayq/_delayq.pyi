@@ -7,6 +7,8 @@ from typing import Any, Optional, Union, final
 
 from typing_extensions import TypeAlias
 
+from delayq import _api
+
 _Path: TypeAlias = Optional[Union[str, PathLike[str]]]
 _Aio: TypeAlias = Optional[Completer]
 _Bytes: TypeAlias = Union[bytes, bytearray, memoryview, str]
@@ -22,6 +24,7 @@ __all__ = [
     "DelayedQueue",
     "Delivery",
     "Pending",
+    "ReceiveIter",
     "ReliableQueue",
     "Reply",
     "TakeIter",
@@ -68,6 +71,11 @@ class TakeIter:
     def __next__(self) -> bytes: ...
 
 @final
+class ReceiveIter:
+    def __iter__(self) -> ReceiveIter: ...
+    def __next__(self) -> _api.Delivery: ...
+
+@final
 class Delivery:
     @property
     def deadline(self) -> int: ...
@@ -98,6 +106,7 @@ class ReliableQueue:
     def name(self) -> str: ...
     @property
     def lost_leases(self) -> int: ...
+    def iter(self, t: Any) -> ReceiveIter: ...
     def offer(
         self,
         aio: _Aio,
