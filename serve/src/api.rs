@@ -96,14 +96,50 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Parses a JSON body; an empty body is `{}`. Errors are 400 `invalid_argument`.
+/// Parses a JSON body, which is an object: an empty body and `null` are `{}` (the OpenAPI
+/// document declares the optional bodies nullable). Anything else that is not an object,
+/// such as an array, is refused before serde sees it (serde's derived structs would take
+/// `[...]` as their fields in order). Errors are 400 `invalid_argument`.
 fn body<T: DeserializeOwned>(bytes: &Bytes) -> ApiResult<T> {
-    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+    let trimmed = bytes.trim_ascii();
+    let bytes: &[u8] = if trimmed.is_empty() || trimmed == b"null" {
         b"{}"
     } else {
         bytes
     };
+    if !trimmed.is_empty() && trimmed[0] != b'{' && trimmed != b"null" {
+        let what = match serde_json::from_slice::<serde_json::Value>(trimmed) {
+            Ok(serde_json::Value::Array(_)) => "an array",
+            Ok(serde_json::Value::String(_)) => "a string",
+            Ok(serde_json::Value::Number(_)) => "a number",
+            Ok(serde_json::Value::Bool(_)) => "a boolean",
+            Ok(_) => "something else",
+            Err(e) => return Err(ApiError::invalid(format!("bad JSON body: {e}"))),
+        };
+        return Err(ApiError::invalid(format!(
+            "bad JSON body: it is {what}; a body is a JSON object of named fields (or empty)"
+        )));
+    }
     serde_json::from_slice(bytes).map_err(|e| ApiError::invalid(format!("bad JSON body: {e}")))
+}
+
+/// The body of a route that takes none, checked by [`no_body`]: a name of its own, since
+/// utoipa documents an argument of type `Bytes` as a binary request body.
+type UnwantedBody = Bytes;
+
+/// The body of a route that takes none: empty, `{}` or `null`. Any other is a 400 and the
+/// route does nothing (a field sent there would be ignored, and the request may not mean
+/// what the client thinks).
+fn no_body(bytes: &Bytes) -> ApiResult<()> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Nothing {}
+    body::<Nothing>(bytes).map(|_| ()).map_err(|e| {
+        ApiError::invalid(format!(
+            "this route takes no body (send none, {{}} or null): {}",
+            e.message
+        ))
+    })
 }
 
 fn payload_of(text: Option<String>, b64: Option<String>) -> ApiResult<Vec<u8>> {
@@ -716,8 +752,10 @@ async fn cancel(
     State(state): AppStateRef,
     Path((name, id)): Path<(String, String)>,
     headers: HeaderMap,
+    raw: UnwantedBody,
 ) -> ApiResult<Json<CancelResponse>> {
     auth::check(&state, &headers)?;
+    no_body(&raw)?;
     check_id(&id)?;
     let q = state.reliable(&name)?;
     if !q.cancel(&id).await? {
@@ -936,14 +974,16 @@ pub(crate) struct AckResponse {
 /// held when its lease ended and the message came again).
 #[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{id}/ack", tag = "deliveries",
     params(("name" = String, Path), ("id" = String, Path, description = DELIVERY_PARAM)), security(("bearer" = [])),
-    responses((status = 200, body = AckResponse), (status = 404, body = ErrorBody),
+    responses((status = 200, body = AckResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn ack(
     State(state): AppStateRef,
     Path((name, key)): Path<(String, String)>,
     headers: HeaderMap,
+    raw: UnwantedBody,
 ) -> ApiResult<Json<AckResponse>> {
     auth::check(&state, &headers)?;
+    no_body(&raw)?;
     let (delivery, d) = held(&state, &name, &key)?;
     let acked = d.ack().await?;
     state.held.lock().unwrap().remove(&delivery);
@@ -1162,8 +1202,10 @@ async fn purge_dead(
     State(state): AppStateRef,
     Path(name): Path<String>,
     headers: HeaderMap,
+    raw: UnwantedBody,
 ) -> ApiResult<Json<PurgeResponse>> {
     auth::check(&state, &headers)?;
+    no_body(&raw)?;
     let q = state.reliable(&name)?;
     // The webhook records of the dead letters go with them.
     let ids: Vec<String> = q
@@ -1193,8 +1235,9 @@ async fn purge_dead_post(
     state: AppStateRef,
     name: Path<String>,
     headers: HeaderMap,
+    raw: UnwantedBody,
 ) -> ApiResult<Json<PurgeResponse>> {
-    purge_dead(state, name, headers).await
+    purge_dead(state, name, headers, raw).await
 }
 
 // The first spelling of the dead letters' routes, `/dead`, answers as `/dead-letters`.
@@ -1240,8 +1283,9 @@ async fn purge_dead_short(
     state: AppStateRef,
     name: Path<String>,
     headers: HeaderMap,
+    raw: UnwantedBody,
 ) -> ApiResult<Json<PurgeResponse>> {
-    purge_dead(state, name, headers).await
+    purge_dead(state, name, headers, raw).await
 }
 
 /// The same as `POST /v1/queues/{name}/dead-letters/purge`.
@@ -1255,8 +1299,9 @@ async fn purge_dead_post_short(
     state: AppStateRef,
     name: Path<String>,
     headers: HeaderMap,
+    raw: UnwantedBody,
 ) -> ApiResult<Json<PurgeResponse>> {
-    purge_dead(state, name, headers).await
+    purge_dead(state, name, headers, raw).await
 }
 
 // ---------------------------------------------------------------- delayed queue

@@ -1413,6 +1413,181 @@ async fn allowed_hosts_are_answered_and_other_addresses_answer_any_host_unless_t
     env.stop().await;
 }
 
+/// Routes that take no body (ack, cancel, the purges) refuse one that is not empty, `{}`
+/// or `null`, and do nothing; a body is a JSON object, never an array (which serde's
+/// derived structs would read as their fields in order) nor another value; `null` is no
+/// body, as the OpenAPI document's nullable bodies say.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_are_objects_and_routes_without_one_refuse_one() {
+    let env = Env::start(config()).await;
+    let kind = |v: &Value| v["error"]["kind"].as_str().map(str::to_owned);
+    // A dead letter, a waiting message and a delivery held, in queue nb.
+    env.configure("nb", 1, vec![Duration::from_millis(10)])
+        .await;
+    let offer = |payload: &'static str, id: &'static str, delay_ms: u64| {
+        let env = &env;
+        async move {
+            let (s, _) = env
+                .call(
+                    "POST",
+                    "/v1/queues/nb/messages",
+                    Some(json!({"payload": payload, "id": id, "delay_ms": delay_ms})),
+                )
+                .await;
+            assert_eq!(s, 201);
+        }
+    };
+    offer("dead", "d1", 0).await;
+    env.receive_and("nb", "nack").await;
+    offer("held", "h1", 0).await;
+    let (_, got) = env
+        .call(
+            "POST",
+            "/v1/queues/nb/receive",
+            Some(json!({"wait_ms": 5000})),
+        )
+        .await;
+    let delivery = got["deliveries"][0]["delivery_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    offer("waiting", "w1", 600_000).await;
+    async fn counts(env: &Env) -> Value {
+        env.call("GET", "/v1/queues/nb", None).await.1["counts"].clone()
+    }
+    let before = counts(&env).await;
+    assert_eq!(
+        before,
+        json!({"delayed": 1, "ready": 0, "in_flight": 1, "dead": 1})
+    );
+
+    let ack = format!("/v1/queues/nb/deliveries/{delivery}/ack");
+    let no_body_routes = [
+        ("POST", "/v1/queues/nb/dead-letters/purge"),
+        ("DELETE", "/v1/queues/nb/dead-letters"),
+        ("POST", "/v1/queues/nb/dead/purge"),
+        ("DELETE", "/v1/queues/nb/dead"),
+        ("DELETE", "/v1/queues/nb/messages/w1"),
+        ("POST", ack.as_str()),
+    ];
+    for (method, path) in no_body_routes {
+        for body in [
+            r#"{"foo":1}"#,
+            r#"{"ids":["d1"]}"#,
+            "[]",
+            r#""x""#,
+            "1",
+            "true",
+        ] {
+            let (s, answer) = env.call_raw(method, path, body).await;
+            assert_eq!(
+                (s, kind(&answer).as_deref()),
+                (400, Some("invalid_argument")),
+                "{method} {path} {body}: {answer}"
+            );
+            assert!(
+                answer["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("takes no body"),
+                "{answer}"
+            );
+        }
+    }
+    assert_eq!(counts(&env).await, before, "nothing was done");
+
+    // Empty, {} and null are no body.
+    let (s, a) = env.call_raw("POST", &ack, "null").await;
+    assert_eq!((s, a["acked"].as_bool()), (200, Some(true)), "{a}");
+    let (s, c) = env
+        .call_raw("DELETE", "/v1/queues/nb/messages/w1", " { } ")
+        .await;
+    assert_eq!((s, c["cancelled"].as_bool()), (200, Some(true)), "{c}");
+    let (s, p) = env
+        .call_raw("POST", "/v1/queues/nb/dead-letters/purge", "")
+        .await;
+    assert_eq!((s, p["purged"].as_u64()), (200, Some(1)), "{p}");
+    let (s, p) = env
+        .call_raw("DELETE", "/v1/queues/nb/dead-letters", "null")
+        .await;
+    assert_eq!((s, p["purged"].as_u64()), (200, Some(0)), "{p}");
+
+    // A body is an object: arrays (positional fields) and other values are refused.
+    for (method, path, body) in [
+        (
+            "POST",
+            "/v1/queues/arr/messages",
+            r#"["x",null,10,"myid",null]"#,
+        ),
+        ("POST", "/v1/queues/arr/messages", r#""x""#),
+        ("POST", "/v1/queues/arr/messages", "42"),
+        ("POST", "/v1/queues/arr/messages/myid/reschedule", "[1000]"),
+        ("POST", "/v1/queues/arr/receive", "[1,0]"),
+        ("PUT", "/v1/queues/arr/settings", "[1000]"),
+        ("POST", "/v1/queues/arr/dead-letters/requeue", r#"[["a"]]"#),
+        ("POST", "/v1/queues/arr/deliveries/x/nack", "[0]"),
+        ("POST", "/v1/queues/arr/deliveries/x/extend", "[1000]"),
+        ("POST", "/v1/delayed/arr/messages", r#"["x",null,0]"#),
+        ("POST", "/v1/delayed/arr/take", "[0]"),
+        ("POST", "/v1/delayed/arr/take", "[]"),
+    ] {
+        let (s, answer) = env.call_raw(method, path, body).await;
+        assert_eq!(
+            (s, kind(&answer).as_deref()),
+            (400, Some("invalid_argument")),
+            "{method} {path} {body}: {answer}"
+        );
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("JSON object"),
+            "{answer}"
+        );
+    }
+    let keys = env.keys();
+    assert!(
+        !keys.iter().any(|k| k.contains("arr")),
+        "nothing written: {keys:?}"
+    );
+
+    // null where the document says a body may be null: the defaults.
+    let (s, r) = env.call_raw("POST", "/v1/queues/arr/receive", "null").await;
+    assert_eq!((s, &r["deliveries"]), (200, &json!([])), "{r}");
+    let (s, t) = env.call_raw("POST", "/v1/delayed/arr/take", "null").await;
+    assert_eq!((s, &t["value"]), (200, &Value::Null), "{t}");
+    let (s, q) = env
+        .call_raw("POST", "/v1/queues/arr/dead-letters/requeue", "null")
+        .await;
+    assert_eq!((s, q["requeued"].as_u64()), (200, Some(0)), "{q}");
+    // A body that is required is still required.
+    let (s, _) = env
+        .call_raw("POST", "/v1/queues/arr/messages", "null")
+        .await;
+    assert_eq!(s, 400);
+
+    // The document: no request body on the routes that take none, nullable optional ones.
+    let (_, doc) = env.call("GET", "/openapi.json", None).await;
+    let paths = &doc["paths"];
+    for (path, method) in [
+        ("/v1/queues/{name}/deliveries/{id}/ack", "post"),
+        ("/v1/queues/{name}/messages/{id}", "delete"),
+        ("/v1/queues/{name}/dead-letters/purge", "post"),
+        ("/v1/queues/{name}/dead-letters", "delete"),
+    ] {
+        let op = &paths[path][method];
+        assert!(op.is_object(), "{path} {method}");
+        assert!(op["requestBody"].is_null(), "{path} {method}: {op}");
+        assert!(op["responses"]["400"].is_object(), "{path} {method}: {op}");
+    }
+    let receive = &paths["/v1/queues/{name}/receive"]["post"]["requestBody"];
+    assert_eq!(
+        receive["content"]["application/json"]["schema"]["oneOf"][0]["type"], "null",
+        "{receive}"
+    );
+    env.stop().await;
+}
+
 /// `/deliveries/{id}/...` takes the receive answer's `delivery_id` or the message `id`;
 /// a message id names the latest delivery of that message held by the service.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
