@@ -75,7 +75,7 @@ enum Command {
         queue: String,
         /// Delay in milliseconds.
         delay_ms: u64,
-        /// The value; read from stdin when absent (one trailing newline is dropped).
+        /// The value; read from stdin when absent (one trailing newline, `\n` or `\r\n`, is dropped).
         value: Option<String>,
     },
     /// Take values as they come due, one per line; runs the transfer task meanwhile.
@@ -202,7 +202,11 @@ fn main() -> ExitCode {
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Err(Failure::Io(why)) => {
+            eprintln!("delayq: {why}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Core(e)) => {
             eprintln!("delayq: {e}");
             match e.kind() {
                 delayq::ErrorKind::InvalidArgument => ExitCode::from(2),
@@ -212,7 +216,37 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> delayq::Result<()> {
+/// What ends a command with an error: core's, or standard input or output that cannot be
+/// read or written (a reader gone: `| head -1`; a full disk), which is no Redis error.
+pub(crate) enum Failure {
+    Core(delayq::Error),
+    Io(String),
+}
+
+impl From<delayq::Error> for Failure {
+    fn from(e: delayq::Error) -> Self {
+        Failure::Core(e)
+    }
+}
+
+pub(crate) type CliResult<T> = std::result::Result<T, Failure>;
+
+/// Writes `line` and a newline to standard output, flushed: a value is out only once this
+/// returned Ok.
+pub(crate) fn write_line(line: &[u8]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(line)?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+/// The failure of a write to standard output; `after` says what became of what was being
+/// printed.
+pub(crate) fn output_failed(e: std::io::Error, after: &str) -> Failure {
+    Failure::Io(format!("cannot write to standard output ({e}); {after}"))
+}
+
+async fn run(cli: Cli) -> CliResult<()> {
     let opts = client_options(&cli);
     let connect = || delayq::Client::connect_with(opts.clone());
     match cli.command {
@@ -233,9 +267,9 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             let client = connect().await?;
             let queue = client.delayed_queue_with(&queue, no_scheduler())?;
             let due = queue.offer(value, delay).await?;
-            println!("{due}");
             client.close();
-            Ok(())
+            write_line(due.to_string().as_bytes())
+                .map_err(|e| output_failed(e, &format!("the value was offered, due at {due}")))
         }
         Command::Take {
             queue,
@@ -245,7 +279,6 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
             let client = delayq::Client::connect_by(opts.clone(), deadline).await?;
             let queue = client.delayed_queue(&queue)?;
-            let mut out = std::io::stdout();
             for _ in 0..count {
                 let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                 let next = if left == Some(Duration::ZERO) {
@@ -257,11 +290,16 @@ async fn run(cli: Cli) -> delayq::Result<()> {
                 };
                 match next {
                     Some(value) => {
-                        let mut line = encode_output(&value, cli.base64);
-                        line.push(b'\n');
-                        out.write_all(&line)
-                            .and_then(|_| out.flush())
-                            .map_err(io_error)?;
+                        if let Err(e) = write_line(&encode_output(&value, cli.base64)) {
+                            // Taken out of Redis and not written: back to the head of the
+                            // destination, where the next take finds it first.
+                            let after = match queue.give_back(&value).await {
+                                Ok(()) => "the value was given back to the queue".to_owned(),
+                                Err(back) => format!("the value could not be given back ({back})"),
+                            };
+                            client.close();
+                            return Err(output_failed(e, &after));
+                        }
                     }
                     None => break,
                 }
@@ -276,9 +314,11 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             // already due counts as ready even when no other process moves entries.
             queue.transfer_now().await?;
             let stats = queue.stats().await?;
-            println!("delayed {}", stats.delayed);
-            println!("ready {}", stats.ready);
-            println!("corrupt {}", stats.corrupt);
+            let counts = format!(
+                "delayed {}\nready {}\ncorrupt {}",
+                stats.delayed, stats.ready, stats.corrupt
+            );
+            write_line(counts.as_bytes()).map_err(|e| output_failed(e, "nothing was changed"))?;
             client.close();
             Ok(())
         }
@@ -347,9 +387,9 @@ async fn run(cli: Cli) -> delayq::Result<()> {
                 // Its baselines (redis-benchmark, bare commands) reach one plain server.
                 return Err(delayq::Error::InvalidArgument(
                     "bench measures the one server of --url: --cluster, --tls-* and --wait-* do not apply (bench shards takes --cluster-seeds)".into(),
-                ));
+                ).into());
             }
-            bench::run(&cli.url, args).await
+            Ok(bench::run(&cli.url, args).await?)
         }
         Command::Reliable(args) => {
             let deadline = args.timeout().map(|t| Instant::now() + t);
@@ -365,7 +405,8 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             if args.webhook_concurrency == 0 || args.webhook_concurrency > 1000 {
                 return Err(delayq::Error::InvalidArgument(
                     "--webhook-concurrency is 1 to 1000".into(),
-                ));
+                )
+                .into());
             }
             let mut concurrency_of = std::collections::HashMap::new();
             for spec in &args.webhook_concurrency_of {
@@ -376,14 +417,15 @@ async fn run(cli: Cli) -> delayq::Result<()> {
                 let Some((name, n)) = parsed else {
                     return Err(delayq::Error::InvalidArgument(format!(
                         "--webhook-concurrency-of takes NAME=N with N from 1 to 1000, got {spec:?}"
-                    )));
+                    ))
+                    .into());
                 };
                 concurrency_of.insert(name.to_owned(), n);
             }
             let listen = match args.listen {
                 Some(addr) => addr,
                 None => delayq_serve::listen_address(args.host.as_deref(), args.port)
-                    .map_err(delayq::Error::InvalidArgument)?,
+                    .map_err(|e| Failure::Core(delayq::Error::InvalidArgument(e)))?,
             };
             let config = delayq_serve::Config {
                 webhook_concurrency_of: concurrency_of,
@@ -401,7 +443,7 @@ async fn run(cli: Cli) -> delayq::Result<()> {
             let stop = interrupted();
             let served = delayq_serve::run(client.clone(), config, stop).await;
             client.close();
-            served.map_err(|e| delayq::Error::Connection(format!("could not serve: {e}")))
+            served.map_err(|e| delayq::Error::Connection(format!("could not serve: {e}")).into())
         }
     }
 }
@@ -449,9 +491,14 @@ fn no_scheduler() -> delayq::SchedulerOptions {
     }
 }
 
-pub(crate) fn read_stdin() -> delayq::Result<Vec<u8>> {
+pub(crate) fn read_stdin() -> CliResult<Vec<u8>> {
     let mut buf = Vec::new();
-    std::io::stdin().read_to_end(&mut buf).map_err(io_error)?;
+    let unread = |e| {
+        Failure::Io(format!(
+            "cannot read standard input ({e}); nothing was offered"
+        ))
+    };
+    std::io::stdin().read_to_end(&mut buf).map_err(unread)?;
     if buf.last() == Some(&b'\n') {
         buf.pop();
         if buf.last() == Some(&b'\r') {
@@ -483,10 +530,6 @@ pub(crate) fn encode_output(value: &[u8], base64: bool) -> Vec<u8> {
     } else {
         value.to_vec()
     }
-}
-
-pub(crate) fn io_error(e: std::io::Error) -> delayq::Error {
-    delayq::Error::Connection(format!("I/O error: {e}"))
 }
 
 /// Resolves on Ctrl-C (SIGINT) or SIGTERM: the signals that ask a command to stop cleanly.

@@ -1,12 +1,11 @@
 //! `delayq reliable ...`: the reliable queue from the command line.
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use delayq::{Backoff, Client, ReliableQueueOptions, ReliableSettings, Result, SchedulerOptions};
 
-use crate::{decode_input, encode_output, io_error, read_stdin};
+use crate::{decode_input, encode_output, output_failed, read_stdin, write_line, CliResult};
 
 #[derive(Args)]
 pub struct ReliableArgs {
@@ -109,7 +108,7 @@ enum ReliableCommand {
     Offer {
         queue: String,
         delay_ms: u64,
-        /// The payload; read from stdin when absent (one trailing newline is dropped).
+        /// The payload; read from stdin when absent (one trailing newline, `\n` or `\r\n`, is dropped).
         value: Option<String>,
         /// The message id (default: a generated one). An id still waiting or in flight is
         /// not offered twice.
@@ -177,7 +176,7 @@ pub async fn run(
     base64: bool,
     args: ReliableArgs,
     deadline: Option<Instant>,
-) -> Result<()> {
+) -> CliResult<()> {
     let mut opts = ReliableQueueOptions {
         visibility_timeout: args.visibility_ms.map(Duration::from_millis),
         max_attempts: args.max_attempts,
@@ -195,12 +194,9 @@ pub async fn run(
             ..Default::default()
         };
     }
-    let mut out = std::io::stdout();
-    let mut line = |text: Vec<u8>| -> Result<()> {
-        out.write_all(&text)
-            .and_then(|_| out.write_all(b"\n"))
-            .and_then(|_| out.flush())
-            .map_err(io_error)
+    // What the short commands print: what they did is done, whether printed or not.
+    let line = |text: Vec<u8>| {
+        write_line(&text).map_err(|e| output_failed(e, "the command was carried out"))
     };
     match args.command {
         ReliableCommand::Offer {
@@ -237,16 +233,22 @@ pub async fn run(
             hold,
         } => {
             let q = client.reliable_queue(&queue, opts)?;
+            let mut held = Vec::new();
+            // Listening from the start: a Ctrl-C right after a line was printed is not lost.
+            let mut stop = std::pin::pin!(crate::interrupted());
+            let mut stopped = false;
             for _ in 0..count {
+                // Out of time (or --timeout-ms 0): what is ready now, without waiting (a
+                // zero timeout moves what is due first).
                 let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-                if left == Some(Duration::ZERO) {
-                    break;
-                }
                 // Ctrl-C or SIGTERM while waiting: stop receiving (a message the server was
                 // handing over is given back) and exit as if the count was reached.
                 let got = tokio::select! {
                     r = q.receive(left) => r?,
-                    _ = crate::interrupted() => None,
+                    _ = &mut stop => {
+                        stopped = true;
+                        None
+                    }
                 };
                 let Some(d) = got else {
                     break;
@@ -256,13 +258,32 @@ pub async fn run(
                     text.extend_from_slice(format!("{}\t{}\t", d.id, d.attempt).as_bytes());
                 }
                 text.extend(encode_output(&d.payload, base64));
-                if !no_ack {
+                // Printed, then acked: a message that could not be printed goes back, not
+                // counted as an attempt, for the next consumer.
+                if let Err(e) = write_line(&text) {
+                    let after = match d.release().await {
+                        Ok(_) => "the message was given back to the queue".to_owned(),
+                        Err(back) => format!(
+                            "the message could not be given back ({back}); it comes back after its visibility timeout"
+                        ),
+                    };
+                    return Err(output_failed(e, &after));
+                }
+                if no_ack {
+                    held.push(d);
+                } else {
                     d.ack().await?;
                 }
-                line(text)?;
             }
             if hold {
-                std::future::pending::<()>().await;
+                // Until Ctrl-C or SIGTERM, which give the held messages back (not counted
+                // as an attempt) rather than leave them to their visibility timeout.
+                if !stopped {
+                    stop.await;
+                }
+                for d in held {
+                    d.release().await?;
+                }
             }
         }
         ReliableCommand::Cancel { queue, id } => {

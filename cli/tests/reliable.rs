@@ -312,3 +312,166 @@ fn short_commands_see_ended_leases_without_a_long_running_process() {
         "1\n"
     );
 }
+
+/// `delayq` with its standard output on `/dev/full`: every write fails (ENOSPC), as when
+/// the disk is full or the reader of a pipe is gone.
+fn delayq_to_full(server: &RedisServer, args: &[&str]) -> Output {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--url", &server.url()])
+        .args(args)
+        .stdout(Stdio::from(full))
+        .output()
+        .expect("run delayq")
+}
+
+/// A value or a message that could not be printed is not lost: `take` gives the value back
+/// to the head of the destination, `reliable receive` gives the message back (not acked,
+/// not counted as an attempt); the error names standard output, not Redis.
+#[test]
+fn what_could_not_be_printed_goes_back_to_the_queue() {
+    let server = RedisServer::start();
+    assert!(delayq(&server, &["offer", "pq", "0", "v1"])
+        .status
+        .success());
+    let took = delayq_to_full(&server, &["take", "pq", "--timeout-ms", "5000"]);
+    let err = String::from_utf8_lossy(&took.stderr);
+    assert_eq!(took.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot write to standard output") && err.contains("given back"),
+        "{err}"
+    );
+    assert!(!err.contains("connection"), "{err}");
+    assert_eq!(
+        text(&delayq(&server, &["take", "pq", "--timeout-ms", "5000"])),
+        "v1\n"
+    );
+
+    text(&delayq(
+        &server,
+        &["reliable", "offer", "rq", "0", "full", "--id", "f1"],
+    ));
+    let got = delayq_to_full(
+        &server,
+        &["reliable", "receive", "rq", "--timeout-ms", "5000"],
+    );
+    let err = String::from_utf8_lossy(&got.stderr);
+    assert_eq!(got.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot write to standard output") && err.contains("given back"),
+        "{err}"
+    );
+    assert_eq!(
+        counts(&text(&delayq(&server, &["reliable", "stats", "rq"]))),
+        "delayed 0\nready 1\nin_flight 0\ndead 0"
+    );
+    let again = [
+        "reliable",
+        "receive",
+        "rq",
+        "--timeout-ms",
+        "5000",
+        "--show-id",
+    ];
+    assert_eq!(
+        text(&delayq(&server, &again)),
+        "f1\t1\tfull\n",
+        "attempt 1 again"
+    );
+    // The short commands: done, and said so.
+    let offered = delayq_to_full(&server, &["offer", "pq", "60000", "later"]);
+    let err = String::from_utf8_lossy(&offered.stderr);
+    assert_eq!(offered.status.code(), Some(1), "{err}");
+    assert!(err.contains("the value was offered"), "{err}");
+    assert_eq!(
+        server.cli(&["ZCARD", "redisson_delay_queue_timeout:{pq}"]),
+        "1"
+    );
+}
+
+/// `--timeout-ms 0` takes what is ready now, up to the count, without waiting.
+#[test]
+fn receive_with_a_zero_timeout_takes_what_is_ready() {
+    let server = RedisServer::start();
+    for i in 1..=3 {
+        text(&delayq(
+            &server,
+            &["reliable", "offer", "z", "0", &format!("z{i}")],
+        ));
+    }
+    let out = text(&delayq(
+        &server,
+        &[
+            "reliable",
+            "receive",
+            "z",
+            "--timeout-ms",
+            "0",
+            "--count",
+            "5",
+        ],
+    ));
+    assert_eq!(out, "z1\nz2\nz3\n");
+    assert_eq!(
+        text(&delayq(
+            &server,
+            &["reliable", "receive", "z", "--timeout-ms", "0"]
+        )),
+        ""
+    );
+}
+
+/// `receive --hold` ends on Ctrl-C (and SIGTERM), giving the messages it held back at once,
+/// not counted as an attempt, instead of leaving them to their visibility timeout.
+#[test]
+fn a_held_receive_ends_on_ctrl_c_and_gives_its_messages_back() {
+    let server = RedisServer::start();
+    text(&delayq(
+        &server,
+        &["reliable", "configure", "h", "--visibility-ms", "60000"],
+    ));
+    for signal in ["-INT", "-TERM"] {
+        text(&delayq(
+            &server,
+            &["reliable", "offer", "h", "0", "held", "--id", "h1"],
+        ));
+        let mut holder = Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args([
+                "--url",
+                &server.url(),
+                "reliable",
+                "receive",
+                "h",
+                "--count",
+                "1",
+            ])
+            .args(["--no-ack", "--hold", "--show-id"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "h1\t1\theld");
+        Command::new("kill")
+            .args([signal, &holder.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(holder.wait().unwrap().success(), "{signal}");
+        assert_eq!(
+            counts(&text(&delayq(&server, &["reliable", "stats", "h"]))),
+            "delayed 0\nready 1\nin_flight 0\ndead 0",
+            "{signal}"
+        );
+        let again = [
+            "reliable",
+            "receive",
+            "h",
+            "--timeout-ms",
+            "5000",
+            "--show-id",
+        ];
+        assert_eq!(text(&delayq(&server, &again)), "h1\t1\theld\n", "{signal}");
+    }
+}
