@@ -37,6 +37,7 @@ use redis::{
 };
 
 use crate::error::{Error, Result};
+use crate::logs::Escaped;
 
 mod direct;
 pub(crate) use direct::{holding_signals, on_this_thread, Indirect};
@@ -432,7 +433,10 @@ fn parse_sentinel_url(url: &str) -> Result<SentinelUrl> {
     let rest = url
         .strip_prefix("redis+sentinel://")
         .ok_or_else(|| bad("scheme"))?;
-    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (rest, query) = match rest.split('#').next().unwrap_or_default().split_once('?') {
+        Some((rest, query)) => (rest, Some(query)),
+        None => (rest.split('#').next().unwrap_or_default(), None),
+    };
     let (authority, path) = rest.split_once('/').ok_or_else(|| bad("no master name"))?;
     let (userinfo, hosts) = match authority.rfind('@') {
         Some(i) => (Some(&authority[..i]), &authority[i + 1..]),
@@ -467,10 +471,32 @@ fn parse_sentinel_url(url: &str) -> Result<SentinelUrl> {
         .next()
         .ok_or_else(|| bad("no master name"))?
         .to_owned();
-    let db = match parts.next() {
+    let in_path = parts.next();
+    let mut db = match in_path {
         Some(d) => d.parse::<i64>().map_err(|_| bad("bad db number"))?,
         None => 0,
     };
+    let (mut username, mut password) = (username, password);
+    // The query parameters of the other URL forms, with the same rules: an unknown one is
+    // refused rather than ignored (a misspelt `?db=` would write to database 0).
+    for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match key.as_ref() {
+            "db" => match value.parse::<i64>() {
+                Ok(n) if in_path.is_some() && n != db => {
+                    return Err(bad("two database numbers, in the path and in ?db="))
+                }
+                Ok(n) => db = n,
+                Err(_) => return Err(bad("db must be a database number")),
+            },
+            "username" | "user" => username = Some(value.into_owned()),
+            "password" | "pass" => password = Some(value.into_owned()),
+            _ => {
+                return Err(bad(
+                    "unknown query parameter (known: db, username, password)",
+                ))
+            }
+        }
+    }
     Ok(SentinelUrl {
         sentinels,
         master,
@@ -766,7 +792,7 @@ impl Reconnecting {
             }
             Checked::Spent(e) => {
                 self.discard(generation);
-                tracing::debug!(error = %e, "an idle connection was closed by the server; replaced before the request");
+                tracing::debug!(error = %Escaped(&e), "an idle connection was closed by the server; replaced before the request");
                 self.get().await.map_err(to_redis_error)
             }
             Checked::Failed(e) => {
@@ -789,7 +815,7 @@ impl Reconnecting {
                 match Checked::of(direct::ping(&mut conn)) {
                     Checked::Answered => Some((conn, self.response_timeout)),
                     Checked::Spent(e) => {
-                        tracing::debug!(error = %e, "an idle connection was closed by the server; replaced before the request");
+                        tracing::debug!(error = %Escaped(&e), "an idle connection was closed by the server; replaced before the request");
                         None
                     }
                     Checked::Failed(e) => return Err(e),
@@ -1138,10 +1164,16 @@ impl Connection {
         let mut info = redis::cmd("COMMAND");
         info.arg("INFO").arg("WAITAOF");
         let limit = self.opts.response_timeout;
-        let info: Vec<Value> = with_timeout(limit, "to ask for WAITAOF", async {
-            info.query_async(&mut self.commands()).await
+        let asked = with_timeout(limit, "to ask for WAITAOF", async {
+            info.query_async::<Vec<Value>>(&mut self.commands()).await
         })
-        .await?;
+        .await;
+        let info = match asked {
+            Ok(info) => info,
+            // An ACL user without `+command|info` cannot ask: the first write will tell.
+            Err(e) if e.kind() == crate::ErrorKind::Server => return Ok(()),
+            Err(e) => return Err(e),
+        };
         match info.first() {
             Some(Value::Nil) | None => Err(Error::invalid(
                 "the durability option aof waits with WAITAOF, which this Redis server lacks (Redis 7.2+ has it); leave aof off, or wait for replicas only",
@@ -1420,5 +1452,21 @@ mod tests {
             panic!("a bad port is refused")
         };
         assert!(!err.to_string().contains("secret"), "{err}");
+        // The query parameters of the other URL forms, with the same rules.
+        let s = parse_sentinel_url("redis+sentinel://h1:1/m?db=3&user=u&password=p%26w").unwrap();
+        assert_eq!((s.db, s.username.as_deref()), (3, Some("u")));
+        assert_eq!(s.password.as_deref(), Some("p&w"));
+        let s = parse_sentinel_url("redis+sentinel://h1:1/m/2?db=2&pass=pw").unwrap();
+        assert_eq!((s.db, s.password.as_deref()), (2, Some("pw")));
+        for bad in [
+            "redis+sentinel://h1:1/m?foo=bar",
+            "redis+sentinel://h1:1/m/2?db=3",
+            "redis+sentinel://h1:1/m?db=x",
+        ] {
+            let Err(err) = parse_sentinel_url(bad) else {
+                panic!("{bad} is refused")
+            };
+            assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument, "{err}");
+        }
     }
 }

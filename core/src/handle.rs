@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::Client;
 use crate::connection::{Connection, Dedicated};
 use crate::error::{Error, ErrorKind, Result};
+use crate::logs::Escaped;
 use crate::scheduler::SchedulerGuard;
 
 pub(crate) struct Handle {
@@ -254,7 +255,7 @@ where
             None => match conn.dedicated(wait + REPLY_MARGIN).await {
                 Ok(c) => c,
                 Err(e) => {
-                    tracing::debug!(what, error = %e, "no connection for a blocking wait; retrying");
+                    tracing::debug!(what, error = %Escaped(&e), "no connection for a blocking wait; retrying");
                     last_error = Some(e);
                     sleep_within(&mut pause, deadline).await;
                     continue;
@@ -280,7 +281,7 @@ where
                 current = Some(dedicated);
             }
             Ok((_, Err(e))) if e.kind() == ErrorKind::Connection => {
-                tracing::debug!(what, error = %e, "a blocking wait failed; waiting again on a new connection");
+                tracing::debug!(what, error = %Escaped(&e), "a blocking wait failed; waiting again on a new connection");
                 last_error = Some(e);
                 sleep_within(&mut pause, deadline).await;
             }

@@ -16,6 +16,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::logs::Escaped;
 use crate::{DelayedQueue, Delivery, ReliableQueue, Result};
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -53,10 +54,10 @@ impl Taken for Option<TakenValue> {
             };
             match queue.give_back(&value).await {
                 Ok(()) => {
-                    tracing::debug!(queue = %queue.name(), "gave back a value nobody received")
+                    tracing::debug!(queue = %Escaped(&queue.name()), "gave back a value nobody received")
                 }
                 Err(e) => tracing::error!(
-                    queue = %queue.name(), error = %e,
+                    queue = %Escaped(&queue.name()), error = %Escaped(&e),
                     "could not give back a value nobody received; it is lost"
                 ),
             }
@@ -94,9 +95,11 @@ impl Taken for () {
 
 async fn release(delivery: Delivery) {
     match delivery.release().await {
-        Ok(_) => tracing::debug!(id = %delivery.id, "gave back a delivery nobody received"),
+        Ok(_) => {
+            tracing::debug!(id = %Escaped(&delivery.id), "gave back a delivery nobody received")
+        }
         Err(e) => tracing::warn!(
-            id = %delivery.id, error = %e,
+            id = %Escaped(&delivery.id), error = %Escaped(&e),
             "could not give back a delivery nobody received; it returns when its lease ends"
         ),
     }

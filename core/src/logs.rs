@@ -17,6 +17,34 @@ use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::Layer;
 
+/// Displays `T` with `\` doubled and every control character (line feed, carriage return,
+/// escape...) and line or paragraph separator escaped (`\n`, `\u{1b}`), so that one record
+/// is always one line: queue names, ids and errors (which may quote a name or a reply of
+/// Redis) come from callers and from Redis, and a line feed in one would start a line that
+/// reads as a record of its own (log forging). Core logs them through this; so does serve.
+pub struct Escaped<T>(pub T);
+
+impl<T: std::fmt::Display> std::fmt::Display for Escaped<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        struct Escaper<'a, 'b>(&'a mut std::fmt::Formatter<'b>);
+        impl std::fmt::Write for Escaper<'_, '_> {
+            fn write_str(&mut self, s: &str) -> std::fmt::Result {
+                for c in s.chars() {
+                    if c == '\\' {
+                        self.0.write_str("\\\\")?;
+                    } else if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                        write!(self.0, "{}", c.escape_default())?;
+                    } else {
+                        self.0.write_char(c)?;
+                    }
+                }
+                Ok(())
+            }
+        }
+        write!(Escaper(f), "{}", self.0)
+    }
+}
+
 /// Events queued for the sink beyond which new ones are dropped (and counted).
 pub const QUEUE_LIMIT: usize = 10_000;
 
@@ -225,4 +253,14 @@ mod tests {
         assert_eq!(got.message, "now forwarded");
         set_max_level(Some(LogLevel::Warn));
     }
+}
+
+#[cfg(test)]
+#[test]
+fn control_characters_are_escaped() {
+    assert_eq!(
+        Escaped("a\nb\r\u{1b}[31mc\\d\u{2028}é").to_string(),
+        r"a\nb\r\u{1b}[31mc\\d\u{2028}é"
+    );
+    assert_eq!(Escaped("plain text: ok").to_string(), "plain text: ok");
 }

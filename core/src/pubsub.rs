@@ -21,6 +21,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::Connection;
+use crate::logs::Escaped;
 
 /// Quiet time on the pub/sub connection before a PING.
 pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(3);
@@ -134,7 +135,7 @@ async fn keep_connected(conn: Connection, shared: Arc<Shared>, token: Cancellati
         }
         match outcome {
             Ok(()) => backoff = Backoff(Duration::from_millis(50)),
-            Err(e) => tracing::warn!(error = %e, "pub/sub connection lost; reconnecting"),
+            Err(e) => tracing::warn!(error = %Escaped(&e), "pub/sub connection lost; reconnecting"),
         }
         tokio::select! {
             _ = token.cancelled() => return,

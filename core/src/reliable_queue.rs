@@ -35,6 +35,7 @@ use crate::delay::{check_value, delay_to_millis};
 use crate::error::{Error, ErrorKind, Result};
 use crate::handle::{Handle, CALL_MARGIN};
 use crate::keys::{id_shard_basis, shard_for, ReliableKeys};
+use crate::logs::Escaped;
 use crate::metrics::{self, Event, QueueKind::Reliable};
 use crate::scheduler::{Job, SchedulerGuard, SchedulerOptions, TransferOutcome};
 use crate::scripts;
@@ -612,7 +613,7 @@ pub(crate) async fn transfer_due(
             call.invoke_async(conn).await?;
         if set_aside > 0 {
             let to = format!("{}corrupt", keys.prefix);
-            tracing::warn!(queue = %keys.name, count = set_aside, %to, "moved undecodable entries aside");
+            tracing::warn!(queue = %Escaped(&keys.name), count = set_aside, %to, "moved undecodable entries aside");
         }
         // Leases that ended on the last attempt: dead letters no nack counted.
         if buried > 0 {
@@ -651,7 +652,7 @@ pub(crate) async fn remove_idle_consumers(
         .arg(CONSUMER_IDLE_LIMIT.as_millis() as u64);
     let removed: u64 = call.invoke_async(conn).await?;
     if removed > 0 {
-        tracing::debug!(queue = %keys.name, removed, "removed idle consumers from the group");
+        tracing::debug!(queue = %Escaped(&keys.name), removed, "removed idle consumers from the group");
     }
     Ok(removed)
 }
@@ -874,7 +875,7 @@ impl ReliableQueue {
                         pause = SHARDS_REREAD;
                     }
                     Err(e) => {
-                        tracing::debug!(queue = %queue.name(), error = %e, "could not read the settings; trying again");
+                        tracing::debug!(queue = %Escaped(&queue.name()), error = %Escaped(&e), "could not read the settings; trying again");
                         pause = (pause * 2).min(SHARDS_REREAD);
                     }
                 }
@@ -935,7 +936,7 @@ impl ReliableQueue {
                 .query_async::<()>(&mut conn)
                 .await
             {
-                tracing::debug!(channel, error = %e, "could not ring the bell");
+                tracing::debug!(channel, error = %Escaped(&e), "could not ring the bell");
             }
         });
     }
@@ -1364,7 +1365,7 @@ impl ReliableQueue {
                 |deliveries: Vec<Delivery>| async move {
                     for delivery in deliveries {
                         if let Err(e) = delivery.release().await {
-                            tracing::warn!(queue = %delivery.queue.name(), error = %e, "could not give back an abandoned delivery; it returns after its lease ends");
+                            tracing::warn!(queue = %Escaped(&delivery.queue.name()), error = %Escaped(&e), "could not give back an abandoned delivery; it returns after its lease ends");
                         }
                     }
                 },
@@ -1443,7 +1444,7 @@ impl ReliableQueue {
         );
         if lost > 0 {
             self.inner.lost_leases.fetch_add(lost, Ordering::Relaxed);
-            tracing::warn!(queue = %self.name(), lost, "acks found their delivery already ended (lease lost): that work may be done again");
+            tracing::warn!(queue = %Escaped(&self.name()), lost, "acks found their delivery already ended (lease lost): that work may be done again");
         }
         Ok(acked)
     }
@@ -1662,7 +1663,7 @@ impl ReliableQueue {
                 let mut call = invocation_on(&keys, &scripts::RELIABLE_CONSUMERS);
                 call.arg("leave").arg(queue.inner.handle.client.consumer_name());
                 if let Err(e) = call.invoke_async::<u64>(&mut queue.commands()).await {
-                    tracing::debug!(queue = %queue.name(), error = %e, "could not leave the consumer group");
+                    tracing::debug!(queue = %Escaped(&queue.name()), error = %Escaped(&e), "could not leave the consumer group");
                 }
             }
         });
@@ -1815,7 +1816,7 @@ async fn sweep_shards(
                     }
                     Err(e) if matches!(e.kind(), ErrorKind::Connection | ErrorKind::Timeout) => {
                         // The other shards go on; this one rests a while.
-                        tracing::debug!(queue = %queue.name(), shard, error = %e, "a shard could not be read; the others go on");
+                        tracing::debug!(queue = %Escaped(&queue.name()), shard, error = %Escaped(&e), "a shard could not be read; the others go on");
                         queue.shard_failed(shard);
                         failed.get_or_insert(e);
                     }

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::connection::Connection;
 use crate::error::Result;
 use crate::keys::{DelayedKeys, ReliableKeys};
+use crate::logs::Escaped;
 use crate::pubsub::{Subscriber, Subscription};
 use crate::scripts;
 
@@ -88,7 +89,7 @@ pub(crate) async fn transfer_batch(
         .await?;
     if set_aside > 0 {
         // SPEC 5: never silent (the script's redis.log reaches only the server's log).
-        tracing::warn!(queue = %keys.destination, count = set_aside, to = %keys.corrupt_list, "moved undecodable entries aside");
+        tracing::warn!(queue = %Escaped(&keys.destination), count = set_aside, to = %Escaped(&keys.corrupt_list), "moved undecodable entries aside");
     }
     let outcome = TransferOutcome {
         moved,
@@ -281,7 +282,7 @@ async fn run(
     let wake = subscription.notify().clone();
     let mut commands = conn.commands();
     let mut backoff = Backoff::new();
-    tracing::debug!(queue = %job.name(), "transfer task started");
+    tracing::debug!(queue = %Escaped(&job.name()), "transfer task started");
     loop {
         // A panic in a pass (a bug, or a reply we did not expect) must not end the task.
         // Closing stops a pass in flight: its script either ran whole or not at all.
@@ -292,18 +293,21 @@ async fn run(
             r = crate::error::caught(job.pass(&mut commands, opts.batch_size)) => r,
         };
         job.record(started.elapsed(), pass.is_ok());
+        // After a failure the back-off holds: a wake-up (one stored while the pass ran,
+        // a resubscription) would retry at once.
+        let backing_off = pass.is_err();
         let reconcile_interval = Duration::from_millis(reconcile.load(Ordering::Relaxed));
         let pause = match pass {
             Ok(outcome) => {
                 backoff.reset();
                 if outcome.moved > 0 {
-                    tracing::debug!(queue = %job.name(), moved = outcome.moved, "moved due entries");
+                    tracing::debug!(queue = %Escaped(&job.name()), moved = outcome.moved, "moved due entries");
                 }
                 match outcome.next_due {
                     // Work due that a pass left undone without doing any: no spinning.
                     Some(due) if due <= outcome.now && outcome.moved == 0 => {
                         let pause = backoff.next();
-                        tracing::debug!(queue = %job.name(), retry_in = ?pause, "due work left undone");
+                        tracing::debug!(queue = %Escaped(&job.name()), retry_in = ?pause, "due work left undone");
                         pause
                     }
                     Some(due) => Duration::from_millis((due - outcome.now).max(0) as u64)
@@ -315,17 +319,17 @@ async fn run(
             Err(_) if token.is_cancelled() => break,
             Err(e) => {
                 let pause = backoff.next();
-                tracing::warn!(queue = %job.name(), error = %e, retry_in = ?pause, "transfer failed");
+                tracing::warn!(queue = %Escaped(&job.name()), error = %Escaped(&e), retry_in = ?pause, "transfer failed");
                 pause
             }
         };
         tokio::select! {
             biased;
             _ = token.cancelled() => break,
-            _ = wake.notified() => {}
+            _ = wake.notified(), if !backing_off => {}
             _ = tokio::time::sleep(pause) => {}
         }
     }
     drop(subscription);
-    tracing::debug!(queue = %job.name(), "transfer task stopped");
+    tracing::debug!(queue = %Escaped(&job.name()), "transfer task stopped");
 }

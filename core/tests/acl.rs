@@ -79,7 +79,7 @@ const COMMANDS: &[&str] = &[
 /// Keys and channels of every queue of both kinds, whatever its name; the destination
 /// lists of classic queues (their bare names) are added per queue.
 /// Only with the durability option (`Durability`): `WAIT`, or `WAITAOF` with `aof`.
-const DURABILITY_COMMANDS: &[&str] = &["+wait", "+waitaof"];
+const DURABILITY_COMMANDS: &[&str] = &["+wait", "+waitaof", "+command|info"];
 
 /// Through a Sentinel URL, on the master: redis-rs asks each new connection's node its role.
 const SENTINEL_MASTER_COMMANDS: &[&str] = &["+role"];

@@ -98,6 +98,27 @@ async fn corrupt_entries_failed_handlers_and_burials_are_logged_as_warnings() {
     assert_eq!(again.stats().await.unwrap().dead, 1);
     let seen = messages(&records);
     assert!(failed && buried, "records: {seen:?}");
+
+    // Names come from callers and from Redis: a line feed in one is escaped, so that one
+    // record stays one line (a name must not forge records of its own).
+    let forged = "ev\n2026-11-27T00:00:00Z ERROR forged";
+    server.cli(&[
+        "SET",
+        &format!("redisson_delay_queue_timeout:{{{forged}}}"),
+        "x",
+    ]);
+    let fq = c.delayed_queue(forged).unwrap();
+    let escaped = r"queue=ev\n2026-11-27T00:00:00Z ERROR forged";
+    let logged = common::eventually(Duration::from_secs(10), || async {
+        messages(&records)
+            .iter()
+            .any(|m| m.contains("transfer failed") && m.contains(escaped))
+    })
+    .await;
+    let seen = messages(&records);
+    assert!(logged, "records: {seen:?}");
+    assert!(seen.iter().all(|m| !m.contains('\n')), "records: {seen:?}");
+    drop(fq);
 }
 
 /// The messages of the records forwarded so far.
