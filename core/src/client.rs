@@ -29,6 +29,16 @@ fn check_scheduler_options(opts: &SchedulerOptions) -> Result<()> {
     Ok(())
 }
 
+/// A failure to connect with the server it was for (its URL redacted), so that a caller
+/// whose URL came from a default or the environment can tell where it tried.
+fn naming_target(e: Error, target: &str) -> Error {
+    match e {
+        Error::Connection(m) => Error::Connection(format!("{m} (connecting to {target})")),
+        Error::Timeout(m) => Error::Timeout(format!("{m} (connecting to {target})")),
+        other => other,
+    }
+}
+
 /// A connection to Redis (one server or a cluster). Cheap to clone; clones share the
 /// connections. Closing one closes all.
 #[derive(Clone)]
@@ -65,7 +75,15 @@ impl Client {
     pub async fn connect_with(opts: ClientOptions) -> Result<Client> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("Client::connect must run inside a tokio runtime"))?;
-        let conn = Connection::open(opts).await?;
+        let target = opts
+            .urls
+            .iter()
+            .map(|u| crate::connection::redact_url(u))
+            .collect::<Vec<_>>()
+            .join(",");
+        let conn = Connection::open(opts)
+            .await
+            .map_err(|e| naming_target(e, &target))?;
         let token = CancellationToken::new();
         let subscriber = Subscriber::spawn(&runtime, conn.clone(), token.clone());
         Ok(Client {

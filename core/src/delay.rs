@@ -15,18 +15,28 @@ pub const MAX_VALUE_LEN: usize = 512 * 1024 * 1024;
 /// Checks a delay and returns it in whole milliseconds (rounded up, so that nothing is
 /// delivered early).
 pub fn delay_to_millis(delay: Duration) -> Result<u64> {
-    millis_of(delay, "delay")
+    duration_to_millis(delay, "delay")
 }
 
-/// [`delay_to_millis`] for a duration named `what` in the errors.
-fn millis_of(delay: Duration, what: &str) -> Result<u64> {
+/// [`delay_to_millis`] for a duration named `what` in the errors (a queue setting).
+pub fn duration_to_millis(delay: Duration, what: &str) -> Result<u64> {
     let ms = delay.as_nanos().div_ceil(1_000_000);
     if ms > MAX_DELAY_MS as u128 {
         return Err(Error::invalid(format!(
-            "{what} of {delay:?} overflows: at most {MAX_DELAY_MS} ms"
+            "{what} of {} ms overflows: at most {MAX_DELAY_MS} ms",
+            shown(ms as f64)
         )));
     }
     Ok(ms as u64)
+}
+
+/// A number as an error shows it: `1e300`, not three hundred digits.
+fn shown(x: f64) -> String {
+    if x.is_finite() && x.abs() >= 1e15 {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
 }
 
 /// A delay from signed milliseconds, as JavaScript and the JVM hand them over.
@@ -52,17 +62,20 @@ pub fn delay_from_millis_f64(ms: f64) -> Result<Duration> {
 pub fn duration_from_millis_f64(ms: f64, what: &str) -> Result<Duration> {
     if !ms.is_finite() {
         return Err(Error::invalid(format!(
-            "{what} must be a finite number, got {ms}"
+            "{what} must be a finite number, got {}",
+            shown(ms)
         )));
     }
     if ms < 0.0 {
         return Err(Error::invalid(format!(
-            "{what} must not be negative, got {ms} ms"
+            "{what} must not be negative, got {} ms",
+            shown(ms)
         )));
     }
     if ms.ceil() > MAX_DELAY_MS as f64 {
         return Err(Error::invalid(format!(
-            "{what} of {ms} ms overflows: at most {MAX_DELAY_MS} ms"
+            "{what} of {} ms overflows: at most {MAX_DELAY_MS} ms",
+            shown(ms)
         )));
     }
     Ok(Duration::from_millis(ms.ceil() as u64))
@@ -77,17 +90,19 @@ pub fn delay_from_secs_f64(secs: f64) -> Result<Duration> {
 pub fn duration_from_secs_f64(secs: f64, what: &str) -> Result<Duration> {
     if !secs.is_finite() {
         return Err(Error::invalid(format!(
-            "{what} must be a finite number of seconds, got {secs}"
+            "{what} must be a finite number of seconds, got {}",
+            shown(secs)
         )));
     }
     if secs < 0.0 {
         return Err(Error::invalid(format!(
-            "{what} must not be negative, got {secs} s"
+            "{what} must not be negative, got {} s",
+            shown(secs)
         )));
     }
     let d = Duration::try_from_secs_f64(secs)
-        .map_err(|_| Error::invalid(format!("{what} of {secs} s overflows")))?;
-    millis_of(d, what)?;
+        .map_err(|_| Error::invalid(format!("{what} of {} s overflows", shown(secs))))?;
+    duration_to_millis(d, what)?;
     Ok(d)
 }
 
@@ -96,7 +111,8 @@ pub fn duration_from_secs_f64(secs: f64, what: &str) -> Result<Duration> {
 pub fn timeout_from_secs_f64(secs: f64, what: &str) -> Result<Duration> {
     if secs.is_nan() || secs < 0.0 {
         return Err(Error::invalid(format!(
-            "{what} must be a non-negative number of seconds, got {secs}"
+            "{what} must be a non-negative number of seconds, got {}",
+            shown(secs)
         )));
     }
     if secs.is_infinite() {
@@ -108,7 +124,7 @@ pub fn timeout_from_secs_f64(secs: f64, what: &str) -> Result<Duration> {
         return Err(Error::invalid(format!("{what} must be finite{forever}")));
     }
     Duration::try_from_secs_f64(secs)
-        .map_err(|_| Error::invalid(format!("{what} of {secs} s overflows")))
+        .map_err(|_| Error::invalid(format!("{what} of {} s overflows", shown(secs))))
 }
 
 /// A timeout from milliseconds as a float (JavaScript numbers): fractions allowed, finite
@@ -117,7 +133,8 @@ pub fn timeout_from_secs_f64(secs: f64, what: &str) -> Result<Duration> {
 pub fn timeout_from_millis_f64(ms: f64, what: &str) -> Result<Duration> {
     if ms.is_nan() || ms < 0.0 {
         return Err(Error::invalid(format!(
-            "{what} must be a non-negative number of milliseconds, got {ms}"
+            "{what} must be a non-negative number of milliseconds, got {}",
+            shown(ms)
         )));
     }
     if ms.is_infinite() {
@@ -129,7 +146,7 @@ pub fn timeout_from_millis_f64(ms: f64, what: &str) -> Result<Duration> {
         return Err(Error::invalid(format!("{what} must be finite{forever}")));
     }
     Duration::try_from_secs_f64(ms / 1000.0)
-        .map_err(|_| Error::invalid(format!("{what} of {ms} ms overflows")))
+        .map_err(|_| Error::invalid(format!("{what} of {} ms overflows", shown(ms))))
 }
 
 /// A timeout from signed milliseconds.
@@ -201,7 +218,7 @@ pub fn delay_from_secs_integer(secs: Integer) -> Result<Duration> {
 pub fn duration_from_secs_integer(secs: Integer, what: &str) -> Result<Duration> {
     let secs = secs.non_negative(what, " s")?;
     let d = Duration::from_secs(secs);
-    millis_of(d, what)?;
+    duration_to_millis(d, what)?;
     Ok(d)
 }
 

@@ -45,7 +45,7 @@ pub use reliable_queue::set_wheel_levels;
 pub use reliable_queue::{
     Backoff, DeadLetter, Delivery, OfferOutcome, ReliableQueue, ReliableQueueOptions,
     ReliableSettings, ReliableStats, BUCKET_WIDTH_MS, CONSUMER_IDLE_LIMIT, DEAD_LETTERS_LIMIT,
-    MAX_ID_LEN, MAX_RECEIVE, WHEEL_LEVELS,
+    MAX_ID_LEN, MAX_RECEIVE, MAX_SCHEDULE, WHEEL_LEVELS,
 };
 pub use scheduler::{SchedulerOptions, TransferOutcome};
 pub use scripts::offer_script_source;

@@ -248,11 +248,12 @@ impl Backoff {
     fn validate(&self) -> Result<()> {
         match self {
             Backoff::Exponential { base, max } => {
-                delay_to_millis(*base)?;
-                delay_to_millis(*max)?;
+                let base_ms = crate::delay::duration_to_millis(*base, "back-off base")?;
+                let max_ms = crate::delay::duration_to_millis(*max, "back-off max")?;
                 if base > max {
                     return Err(Error::invalid(format!(
-                        "an exponential back-off's base ({base:?}) is longer than its max ({max:?}; default {BACKOFF_MAX:?})"
+                        "an exponential back-off's base ({base_ms} ms) is longer than its max ({max_ms} ms; default {} ms)",
+                        BACKOFF_MAX.as_millis()
                     )));
                 }
             }
@@ -262,14 +263,24 @@ impl Backoff {
                         "a back-off schedule needs at least one delay",
                     ));
                 }
+                if delays.len() > MAX_SCHEDULE {
+                    return Err(Error::invalid(format!(
+                        "a back-off schedule has at most {MAX_SCHEDULE} delays (the last one repeats), got {}",
+                        delays.len()
+                    )));
+                }
                 for d in delays {
-                    delay_to_millis(*d)?;
+                    crate::delay::duration_to_millis(*d, "each delay of a back-off schedule")?;
                 }
             }
         }
         Ok(())
     }
 }
+
+/// The most delays a back-off schedule holds: it is stored with the queue's settings and
+/// read by every script that nacks.
+pub const MAX_SCHEDULE: usize = 1000;
 
 /// Options of a reliable queue handle. The queue's settings (visibility timeout, attempts,
 /// back-off, shards, retentions) are stored in Redis with the queue and shared by every

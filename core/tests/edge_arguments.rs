@@ -203,7 +203,27 @@ async fn a_connect_that_times_out_says_so() {
             .contains("no answer from Redis within 300ms to connect"),
         "{err}"
     );
+    // Where it tried: the URL may have come from a default or the environment.
+    assert!(
+        err.to_string()
+            .contains(&format!("(connecting to redis://127.0.0.1:{port})")),
+        "{err}"
+    );
     drop(silent);
+    // A refused connection says where, the password redacted.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let Err(err) = Client::connect(&format!("redis://u:s3cret@127.0.0.1:{port}")).await else {
+        panic!("connected to a closed port")
+    };
+    assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("(connecting to redis://***:***@127.0.0.1:{port})")),
+        "{text}"
+    );
+    assert!(!text.contains("s3cret"), "{text}");
     // TLS to a server that speaks plain text: the handshake never ends.
     let server = RedisServer::start();
     let mut opts = ClientOptions::new(server.url().replacen("redis://", "rediss://", 1));
@@ -282,5 +302,74 @@ async fn a_reconcile_interval_under_a_millisecond_is_refused() {
     };
     c.delayed_queue_with("tiny", ok).unwrap().close();
     assert_eq!(server.cli(&["DBSIZE"]).trim(), "0");
+    c.close();
+}
+
+/// Settings out of range say which one, in milliseconds; a back-off schedule holds at most
+/// `MAX_SCHEDULE` delays (it is stored with the settings and read by every nack).
+#[tokio::test(flavor = "multi_thread")]
+async fn settings_out_of_range_are_named_in_milliseconds() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let refused = |opts: ReliableQueueOptions, words: &'static str| {
+        let c = c.clone();
+        async move {
+            let err = match c.reliable_queue("named", opts) {
+                Err(e) => e,
+                Ok(q) => q.stats().await.unwrap_err(),
+            };
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+            assert!(err.to_string().contains(words), "{words}: {err}");
+        }
+    };
+    let far = Duration::from_secs(1 << 50);
+    refused(
+        ReliableQueueOptions {
+            dead_letter_retention: Some(far),
+            ..Default::default()
+        },
+        "dead-letter retention of 1.125899906842624e18 ms overflows",
+    )
+    .await;
+    refused(
+        ReliableQueueOptions {
+            idempotency_retention: Some(far),
+            ..Default::default()
+        },
+        "idempotency retention of",
+    )
+    .await;
+    refused(
+        ReliableQueueOptions {
+            backoff: Some(Backoff::Exponential {
+                base: Duration::from_secs(1),
+                max: Duration::ZERO,
+            }),
+            ..Default::default()
+        },
+        "base (1000 ms) is longer than its max (0 ms; default 600000 ms)",
+    )
+    .await;
+    let long = vec![Duration::from_secs(1); delayq::MAX_SCHEDULE + 1];
+    refused(
+        ReliableQueueOptions {
+            backoff: Some(Backoff::Schedule(long)),
+            ..Default::default()
+        },
+        "at most 1000 delays",
+    )
+    .await;
+    let longest = vec![Duration::from_secs(1); delayq::MAX_SCHEDULE];
+    let q = c
+        .reliable_queue(
+            "longest",
+            ReliableQueueOptions {
+                backoff: Some(Backoff::Schedule(longest)),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    q.stats().await.unwrap();
+    assert_eq!(server.cli(&["EXISTS", "{dq:named}:settings"]).trim(), "0");
     c.close();
 }

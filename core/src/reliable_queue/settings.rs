@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use crate::delay::delay_to_millis;
 use crate::error::{Error, Result};
 
 use super::Backoff;
@@ -106,7 +105,7 @@ impl NamedSettings {
             if v < Duration::from_millis(1) {
                 return Err(Error::invalid("visibility timeout must be at least 1 ms"));
             }
-            delay_to_millis(v)?;
+            crate::delay::duration_to_millis(v, "visibility timeout")?;
         }
         if let Some(m) = self.max_attempts {
             if !(1..=255).contains(&m) {
@@ -125,11 +124,14 @@ impl NamedSettings {
                 )));
             }
         }
-        for d in [self.dead_letter_retention, self.idempotency_retention]
-            .into_iter()
-            .flatten()
-        {
-            delay_to_millis(d)?;
+        let retentions = [
+            (self.dead_letter_retention, "dead-letter retention"),
+            (self.idempotency_retention, "idempotency retention"),
+        ];
+        for (d, what) in retentions {
+            if let Some(d) = d {
+                crate::delay::duration_to_millis(d, what)?;
+            }
         }
         Ok(())
     }
