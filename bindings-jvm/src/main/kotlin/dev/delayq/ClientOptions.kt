@@ -64,7 +64,7 @@ data class Durability @JvmOverloads constructor(
 
     internal fun toFfi(): FfiDurability {
         // A negative count must not wrap to a huge unsigned one.
-        if (replicas < 0) throw InvalidArgumentException("durability replicas must not be negative, got $replicas")
+        if (replicas < 0) throw InvalidArgumentException("invalid argument: durability replicas must not be negative, got $replicas")
         return FfiDurability(replicas.toUInt(), aof, Bridge.timeout(timeout, "durability timeout"))
     }
 }

@@ -126,8 +126,8 @@ data class ReliableQueueOptions @JvmOverloads constructor(
 
     internal fun toFfi(): FfiReliableQueueOptions {
         // Core checks the ranges; a negative count must not wrap to a huge unsigned one first.
-        if (maxAttempts != null && maxAttempts < 0) throw InvalidArgumentException("max_attempts must be between 1 and 255, got $maxAttempts")
-        if (shards != null && shards < 0) throw InvalidArgumentException("shards must be a power of two from 1 to 1024, got $shards")
+        if (maxAttempts != null && maxAttempts < 0) throw InvalidArgumentException("invalid argument: max_attempts must be between 1 and 255, got $maxAttempts")
+        if (shards != null && shards < 0) throw InvalidArgumentException("invalid argument: shards must be a power of two from 1 to 1024, got $shards")
         return FfiReliableQueueOptions(
             visibilityTimeout?.let { Bridge.delay(it, "visibility timeout") },
             maxAttempts?.toUInt(),
@@ -548,7 +548,7 @@ private fun settings(s: dev.delayq.ffi.ReliableSettings) =
 
 /** Core checks the range (1 to 1000); a negative count must not wrap to a huge unsigned one first. */
 private fun count(n: Int): UInt {
-    if (n < 0) throw InvalidArgumentException("receive_many takes 1 to 1000 messages, got $n")
+    if (n < 0) throw InvalidArgumentException("invalid argument: receive_many takes 1 to 1000 messages, got $n")
     return n.toUInt()
 }
 
@@ -558,13 +558,13 @@ private fun stats(s: dev.delayq.ffi.ReliableStats) =
 private fun deadLetter(d: dev.delayq.ffi.DeadLetter) = DeadLetter(d.id, d.payload, d.attempts.toInt(), d.diedAt)
 
 private fun limit(n: Int): UInt {
-    if (n < 0) throw InvalidArgumentException("limit must not be negative, got $n")
+    if (n < 0) throw InvalidArgumentException("invalid argument: limit must not be negative, got $n")
     return n.toUInt()
 }
 
 /** Core rejects 0; a negative count is rejected here, before it could wrap to a huge unsigned one. */
 private fun concurrency(n: Int): UInt {
-    if (n < 0) throw InvalidArgumentException("concurrency must be at least 1, got $n")
+    if (n < 0) throw InvalidArgumentException("invalid argument: concurrency must be between 1 and 1000, got $n")
     return n.toUInt()
 }
 
