@@ -120,7 +120,8 @@ enum Command {
     /// Mutating routes need the bearer token in DELAYQ_TOKEN (without it: read-only);
     /// webhooks are signed with DELAYQ_WEBHOOK_SECRET (without it, with a random key that no
     /// receiver can check). Both are read from the environment only, never from the
-    /// command line.
+    /// command line. On a loopback address only requests for a loopback host name are
+    /// answered (DNS rebinding); DELAYQ_ALLOWED_HOSTS names others (a reverse proxy's).
     Serve(ServeArgs),
 }
 
