@@ -95,10 +95,11 @@ function toBuffer(value, what = 'value') {
 }
 
 // Milliseconds and counts may be bigints; the native side takes numbers. Every valid value
-// converts exactly, and one beyond 64 bits becomes an infinity, invalid for core's checks
-// as a bigint that large is.
+// converts exactly, and one beyond 64 bits becomes the largest finite number of its sign,
+// which core's checks refuse as too large (or negative) as a bigint that large is; an
+// infinity would read "must be a finite number" of a bigint, which always is.
 const I64 = 2n ** 63n;
-const fromBigint = (n) => (n >= I64 ? Infinity : n < -I64 ? -Infinity : Number(n));
+const fromBigint = (n) => (n >= I64 ? Number.MAX_VALUE : n < -I64 ? -Number.MAX_VALUE : Number(n));
 
 function toDelay(ms, what = 'delayMs') {
   if (typeof ms === 'number') return ms;

@@ -154,6 +154,9 @@ test('milliseconds may be bigint: take, values and the reconcile interval', asyn
     await assert.rejects(q.offer('x', ms), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `offer(${ms})`);
     assert.throws(() => client.delayedQueue(queueName(), { reconcileIntervalMs: ms }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `reconcileIntervalMs: ${ms}`);
   }
+  // A bigint beyond 64 bits is too large (or negative), never "not finite".
+  await assert.rejects(q.offer('x', 2n ** 64n - 1n), (e) => /overflows/.test(e.message) && !/finite/.test(e.message));
+  await assert.rejects(q.offer('x', -(2n ** 64n)), (e) => /must not be negative/.test(e.message));
   for (const ms of [-1, NaN, '5', {}]) {
     assert.throws(() => client.delayedQueue(queueName(), { reconcileIntervalMs: ms }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `reconcileIntervalMs: ${String(ms)}`);
   }
