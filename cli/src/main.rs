@@ -78,7 +78,8 @@ enum Command {
         /// The value; read from stdin when absent (one trailing newline, `\n` or `\r\n`, is dropped).
         value: Option<String>,
     },
-    /// Take values as they come due, one per line; runs the transfer task meanwhile.
+    /// Take values as they come due, one per line; runs the transfer task meanwhile. A
+    /// value that cannot be printed (standard output closed or full) goes back to the queue.
     Take {
         queue: String,
         /// Give up after this many milliseconds in all (default: wait forever).

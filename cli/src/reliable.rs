@@ -119,9 +119,11 @@ enum ReliableCommand {
         #[arg(long)]
         shard_key: Option<String>,
     },
-    /// Receive messages, print one per line, and ack each (unless --no-ack).
+    /// Receive messages, print one per line, and ack each once printed (unless --no-ack). A
+    /// message that cannot be printed (standard output closed or full) is given back.
     Receive {
         queue: String,
+        /// Stop waiting after this long (counting the connect); 0 takes what is ready now.
         #[arg(long)]
         timeout_ms: Option<u64>,
         #[arg(long, default_value_t = 1)]
@@ -132,7 +134,8 @@ enum ReliableCommand {
         /// Leave the messages in flight: they come back after the visibility timeout.
         #[arg(long)]
         no_ack: bool,
-        /// After receiving, keep running (holding the messages) until killed.
+        /// After receiving, keep running (holding the messages) until Ctrl-C or SIGTERM,
+        /// which give the held messages back (not counted as an attempt).
         #[arg(long)]
         hold: bool,
     },
