@@ -22,11 +22,16 @@ pub fn wrong(what: &str, obj: &Obj<'_>) -> PyErr {
 
 /// A `str` argument named `what` (an id, a name, a shard key), valid UTF-8.
 pub fn string(obj: &Obj<'_>, what: &str) -> PyResult<String> {
+    Ok(string_cow(obj, what)?.into_owned())
+}
+
+/// [`string`], borrowed from the `str` where it can be.
+fn string_cow<'a>(obj: &'a Obj<'_>, what: &str) -> PyResult<std::borrow::Cow<'a, str>> {
     let Ok(s) = obj.cast::<PyString>() else {
         return Err(wrong(&format!("{what} must be a str"), obj));
     };
     let utf8 = |e: PyErr| invalid(format!("{what} must be valid UTF-8 ({e})"));
-    Ok(s.to_cow().map_err(utf8)?.into_owned())
+    s.to_cow().map_err(utf8)
 }
 
 /// A `bool` argument named `what` (an int is refused: `cluster=1` is a mistake to report).
@@ -91,13 +96,29 @@ pub fn tuple<'py, const N: usize>(obj: &Obj<'py>, what: &str) -> PyResult<[Obj<'
 /// Bytes in, `what` in the errors (`as_str` when it is a `str` that has no UTF-8):
 /// `bytes`, `bytearray`, `memoryview` (or any buffer of bytes) or `str` (UTF-8).
 pub fn bytes_like(obj: &Obj<'_>, what: &str, as_str: &str) -> PyResult<Vec<u8>> {
+    bytes_sized(obj, what, as_str, |_| Ok(()))
+}
+
+/// [`bytes_like`], with `size` checking the length before anything is copied.
+fn bytes_sized(
+    obj: &Obj<'_>,
+    what: &str,
+    as_str: &str,
+    size: impl Fn(usize) -> PyResult<()>,
+) -> PyResult<Vec<u8>> {
     Ok(if let Ok(b) = obj.cast::<PyBytes>() {
+        size(b.as_bytes().len())?;
         b.as_bytes().to_vec()
     } else if obj.is_instance_of::<PyString>() {
-        string(obj, as_str)?.into_bytes()
+        size(obj.len()?)?; // its characters: at most its UTF-8 bytes, known without a copy
+        let s = string_cow(obj, as_str)?;
+        size(s.len())?;
+        s.into_owned().into_bytes()
     } else if let Ok(b) = obj.cast::<PyByteArray>() {
+        size(b.len())?;
         b.to_vec()
     } else if obj.is_instance_of::<PyMemoryView>() {
+        size(obj.getattr("nbytes")?.extract()?)?;
         let b = obj.call_method0("tobytes")?;
         b.cast::<PyBytes>()?.as_bytes().to_vec()
     } else {
@@ -106,11 +127,10 @@ pub fn bytes_like(obj: &Obj<'_>, what: &str, as_str: &str) -> PyResult<Vec<u8>> 
     })
 }
 
-/// A value in (see `bytes_like`), at most 512 MiB.
+/// A value in (see `bytes_like`), at most 512 MiB (checked before it is copied).
 pub fn value(obj: &Obj<'_>) -> PyResult<Vec<u8>> {
-    let bytes = bytes_like(obj, "a value", "a str value")?;
-    check::check_value(&bytes).map_err(to_py)?;
-    Ok(bytes)
+    let size = |n| check::check_value_len(n).map_err(to_py);
+    bytes_sized(obj, "a value", "a str value", size)
 }
 
 /// A Python `int` of any size (it is not checked here: core does that).

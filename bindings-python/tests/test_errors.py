@@ -6,6 +6,8 @@ import asyncio
 import functools
 import math
 import pickle
+import subprocess
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -513,3 +515,35 @@ def test_bad_boolean_queue_options_are_invalid_arguments(
     assert words in str(info.value)
     client.close()
     assert own_server.cli("DBSIZE") == "0"
+
+
+_OVERSIZED = """
+import resource, sys
+import delayq
+form = sys.argv[2]
+n = 512 * 1024 * 1024 + 1
+make = {"bytes": lambda: b"x" * n, "str": lambda: "x" * n}
+make.update(bytearray=lambda: bytearray(b"x") * n, memoryview=lambda: memoryview(b"x" * n))
+value = make[form]()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with delayq.Client(sys.argv[1]) as client:
+    q = client.reliable_queue("oversized", scheduler=False)
+    try:
+        q.offer(value, 0)
+    except delayq.InvalidArgument as e:
+        assert "over the limit" in str(e), e
+    else:
+        raise AssertionError("offered")
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak) // 1024)
+"""
+
+
+@pytest.mark.parametrize("form", ["bytes", "str", "bytearray", "memoryview"])
+def test_a_value_over_512_mib_is_refused_before_it_is_copied(
+    url: str, redis_server: RedisServer, form: str
+) -> None:
+    run = [sys.executable, "-c", _OVERSIZED, url, form]
+    out = subprocess.run(run, capture_output=True, text=True, timeout=120, check=True)
+    grown_mib = int(out.stdout.strip())
+    assert grown_mib < 64, f"the peak memory grew by {grown_mib} MiB while refusing"
+    assert redis_server.cli("KEYS", "*oversized*") == ""

@@ -260,10 +260,14 @@ pub fn count_from_f64<T: TryFrom<u64>>(n: f64, what: &str) -> Result<T> {
 
 /// Checks the size of a value.
 pub fn check_value(value: &[u8]) -> Result<()> {
-    if value.len() > MAX_VALUE_LEN {
+    check_value_len(value.len())
+}
+
+/// Checks the size of a value of `len` bytes, before a binding copies it.
+pub fn check_value_len(len: usize) -> Result<()> {
+    if len > MAX_VALUE_LEN {
         return Err(Error::invalid(format!(
-            "value of {} bytes is over the limit of {MAX_VALUE_LEN} bytes (512 MiB)",
-            value.len()
+            "value of {len} bytes is over the limit of {MAX_VALUE_LEN} bytes (512 MiB)"
         )));
     }
     Ok(())
