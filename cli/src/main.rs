@@ -445,7 +445,13 @@ async fn run(cli: Cli) -> CliResult<()> {
             let stop = interrupted();
             let served = delayq_serve::run(client.clone(), config, stop).await;
             client.close();
-            served.map_err(|e| delayq::Error::Connection(format!("could not serve: {e}")).into())
+            served.map_err(|e| match e.kind() {
+                // A bad setting (DELAYQ_ALLOWED_HOSTS) is a usage error, exit 2.
+                std::io::ErrorKind::InvalidInput => {
+                    delayq::Error::InvalidArgument(e.to_string()).into()
+                }
+                _ => Failure::Io(format!("could not serve: {e}")),
+            })
         }
     }
 }

@@ -797,3 +797,38 @@ fn serve_warns_of_unverifiable_webhook_signatures_and_ctrl_c_ends_a_long_poll_at
     );
     assert!(!log.contains('\x1b'), "no colour codes in a pipe: {log:?}");
 }
+
+/// `serve` tells a bad setting (exit 2, usage) from an address it cannot listen on (exit
+/// 1), and neither is called a connection error: Redis was reached.
+#[test]
+fn serve_start_up_failures_are_named_for_what_they_are() {
+    let server = RedisServer::start();
+    let serve = |listen: &str, hosts: &str| {
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["--url", &server.url(), "serve", "--listen", listen])
+            .env_remove("REDIS_URL")
+            .env_remove("DELAYQ_TOKEN")
+            .env("DELAYQ_ALLOWED_HOSTS", hosts)
+            .output()
+            .expect("run delayq serve")
+    };
+
+    let bad = serve("127.0.0.1:0", "a b/c");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("DELAYQ_ALLOWED_HOSTS") && err.contains("b/c"),
+        "{err}"
+    );
+    assert!(!err.contains("connection"), "{err}");
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let busy = serve(&addr, "");
+    let err = String::from_utf8_lossy(&busy.stderr);
+    assert_eq!(busy.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("could not serve") && !err.contains("connection"),
+        "{err}"
+    );
+}
