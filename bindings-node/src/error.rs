@@ -46,6 +46,12 @@ impl<T> IntoJs<T> for delayq::Result<T> {
     }
 }
 
+/// A value, at most 512 MiB (checked before it is copied).
+pub fn value_in(v: &[u8]) -> Result<Vec<u8>> {
+    delay::check_value_len(v.len()).js()?;
+    Ok(v.to_vec())
+}
+
 /// A delay in milliseconds: finite, not negative; a fraction rounds up.
 pub fn delay(ms: f64) -> Result<Duration> {
     delay::delay_from_millis_f64(ms).js()

@@ -11,7 +11,7 @@ use napi::Env;
 use napi_derive::napi;
 
 use crate::bridge;
-use crate::error::{count, delay, opt_count, timeout, IntoJs, Result};
+use crate::error::{count, delay, opt_count, timeout, value_in, IntoJs, Result};
 
 #[napi]
 pub struct DelayedQueue {
@@ -21,11 +21,11 @@ pub struct DelayedQueue {
 methods! { DelayedQueue {
     promise {
         offer_all(list: Vec<(Buffer, f64)> => list.into_iter()
-            .map(|(v, ms)| Ok((v.to_vec(), delay(ms)?))).collect::<Result<Vec<_>>>()?)
+            .map(|(v, ms)| Ok((value_in(&v)?, delay(ms)?))).collect::<Result<Vec<_>>>()?)
             -> Vec<i64> = |q| q.offer_all(list).await;
         size() -> i64 = |q| Ok(q.size().await? as i64);
-        contains(value: BufferSlice => value.to_vec()) -> bool = |q| q.contains(value).await;
-        remove(value: BufferSlice => value.to_vec()) -> bool = |q| q.remove(value).await;
+        contains(value: BufferSlice => value_in(&value)?) -> bool = |q| q.contains(value).await;
+        remove(value: BufferSlice => value_in(&value)?) -> bool = |q| q.remove(value).await;
         read_all() -> Vec<Buffer> =
             |q| Ok(q.read_all().await?.into_iter().map(Into::into).collect());
         clear() -> () = |q| q.clear().await;
@@ -57,7 +57,7 @@ impl DelayedQueue {
         value: BufferSlice,
         ms: f64,
     ) -> Result<PromiseRaw<'e, i64>> {
-        let offered = self.inner.offer(value.to_vec(), delay(ms)?);
+        let offered = self.inner.offer(value_in(&value)?, delay(ms)?);
         bridge::promise(env, offered)
     }
 }
@@ -111,14 +111,14 @@ fn settings(s: delayq::ReliableSettings) -> (Vec<Option<i64>>, Option<Vec<i64>>)
 methods! { ReliableQueue {
     promise {
         "`[id, created, dueAt]`"
-        offer(payload: BufferSlice => payload.to_vec(), ms: f64 => delay(ms)?,
+        offer(payload: BufferSlice => value_in(&payload)?, ms: f64 => delay(ms)?,
             id: Option<String>, shard_key: Option<String>) -> (String, bool, Option<i64>) = |q| {
             let (id, key) = (id.as_deref(), shard_key.as_deref());
             Ok(outcome(q.offer_with_shard_key(payload, ms, id, key).await?))
         };
         "`[payload, delayMs, id, shardKey]` each"
         offer_all(list: Vec<(Buffer, f64, Option<String>, Option<String>)> => list.into_iter()
-            .map(|(p, ms, id, key)| Ok((p.to_vec(), delay(ms)?, id, key)))
+            .map(|(p, ms, id, key)| Ok((value_in(&p)?, delay(ms)?, id, key)))
             .collect::<Result<Vec<Offer>>>()?) -> Vec<(String, bool, Option<i64>)> = |q| {
             let list = list.iter().map(|(p, d, id, key)| (p, *d, id.as_deref(), key.as_deref()));
             Ok(q.offer_all_with_shard_keys(list).await?.into_iter().map(outcome).collect())

@@ -339,3 +339,28 @@ test('options of the wrong type are refused in delayq words, not Rust types', as
   nothingWritten(name);
   q.close();
 });
+
+test('a value over 512 MiB is refused before it is copied', () => {
+  const { spawnSync } = require('node:child_process');
+  const script = `
+    const delayq = require(${JSON.stringify(require.resolve('..'))});
+    (async () => {
+      const client = await delayq.Client.connect(process.argv[1]);
+      const big = Buffer.allocUnsafe(512 * 1024 * 1024 + 1).fill(120);
+      const peak = process.resourceUsage().maxRSS;
+      const queues = [client.delayedQueue('oversized', { scheduler: false }),
+        client.reliableQueue('oversized', { scheduler: false })];
+      for (const q of queues) {
+        await q.offer(big, 0).then(() => { throw new Error('offered'); }, (e) => {
+          if (e.code !== 'ERR_DELAYQ_INVALID_ARGUMENT' || !/over the limit/.test(e.message)) throw e;
+        });
+      }
+      console.log(Math.floor((process.resourceUsage().maxRSS - peak) / 1024));
+      client.close();
+    })().catch((e) => { console.error(e); process.exit(1); });`;
+  const run = spawnSync(process.execPath, ['-e', script, redis.url], { encoding: 'utf8', timeout: 120_000 });
+  assert.equal(run.status, 0, run.stderr);
+  const grownMib = Number(run.stdout.trim());
+  assert.ok(grownMib < 64, `the peak memory grew by ${grownMib} MiB while refusing`);
+  nothingWritten('oversized');
+});
