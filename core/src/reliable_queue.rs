@@ -1399,8 +1399,12 @@ impl ReliableQueue {
                 d.id
             )));
         }
-        // Deliveries ended here already are false without a lost lease (as `Delivery::ack`).
-        let ended: Vec<bool> = deliveries.iter().map(Delivery::has_ended).collect();
+        // Deliveries ended here already, and a delivery's second place in the batch, are
+        // false without a lost lease (as a second `Delivery::ack`).
+        let mut seen = std::collections::HashSet::new();
+        let ended: Vec<bool> = (deliveries.iter())
+            .map(|d| d.has_ended() || !seen.insert((d.shard, d.receipt.as_str())))
+            .collect();
         let open: Vec<&Delivery> = (deliveries.iter().zip(&ended))
             .filter_map(|(d, ended)| (!ended).then_some(d))
             .collect();

@@ -499,6 +499,11 @@ async fn an_ack_batch_tells_each_delivery_apart_and_deletes_only_what_it_acked()
     batch.push(got[4].clone()); // the same delivery twice in one batch
     let acked = q.ack_many(&batch).await.unwrap();
     assert_eq!(acked, vec![false, false, true, true, true, false]);
+    assert_eq!(
+        q.lost_leases(),
+        0,
+        "no lease was lost: one delivery came twice"
+    );
     // Left: m1 (nacked, ready) and m5 (never received); nothing in flight.
     let s = q.stats().await.unwrap();
     assert_eq!((s.ready, s.in_flight, s.delayed), (2, 0, 0), "{s:?}");
@@ -629,30 +634,76 @@ async fn dead_letters_keep_every_death_and_requeue_spares_live_ids() {
     let server = RedisServer::start();
     let c = Client::connect(&server.url()).await.unwrap();
     let q = c.reliable_queue("graves", named(30_000, 1)).unwrap();
-    for payload in ["first life", "second life"] {
+    let lives = ["first life", "second life", "third life"];
+    for payload in lives {
         q.offer(payload, Duration::ZERO, Some("x")).await.unwrap();
         let d = q.receive(WAIT).await.unwrap().unwrap();
         assert!(d.nack(None).await.unwrap());
     }
     let mut dead = q.dead_letters(10).await.unwrap();
     dead.sort_by_key(|d| d.died_at);
-    assert_eq!(dead.len(), 2, "both deaths kept");
+    assert_eq!(dead.len(), 3, "every death kept");
     assert!(dead.iter().all(|d| d.id == "x"));
-    assert_eq!(dead[0].payload, b"first life");
-    assert_eq!(dead[1].payload, b"second life");
+    let payloads: Vec<_> = dead.iter().map(|d| d.payload.as_slice()).collect();
+    assert_eq!(payloads, lives.map(str::as_bytes));
 
     // A live message holds the id now: requeueing the dead one would make two of it.
-    q.offer("third life", Duration::from_secs(3600), Some("x"))
+    q.offer("alive", Duration::from_secs(3600), Some("x"))
         .await
         .unwrap();
     assert_eq!(q.requeue_dead(Some(&["x".to_owned()])).await.unwrap(), 0);
     assert_eq!(q.stats().await.unwrap().delayed, 1);
     assert!(q.cancel("x").await.unwrap());
-    // With the id free again, the latest death is requeued.
-    assert_eq!(q.requeue_dead(Some(&["x".to_owned()])).await.unwrap(), 1);
+    // With the id free again, the latest death is requeued; once that one is done, the
+    // death before it, by id or with all the others.
+    for (i, life) in lives.iter().rev().enumerate() {
+        let ids = ["x".to_owned()];
+        let requeued = q.requeue_dead((i % 2 == 0).then_some(&ids[..])).await;
+        assert_eq!(requeued.unwrap(), 1, "{life}");
+        assert_eq!(q.requeue_dead(None).await.unwrap(), 0, "x lives: {life}");
+        let d = q.receive(WAIT).await.unwrap().unwrap();
+        assert_eq!(
+            (d.id.as_str(), d.payload.as_slice()),
+            ("x", life.as_bytes())
+        );
+        assert!(d.ack().await.unwrap());
+        assert_eq!(q.stats().await.unwrap().dead, 2 - i as u64);
+    }
+    assert!(q.dead_letters(10).await.unwrap().is_empty());
+    assert_eq!(server.cli(&["EXISTS", "{dq:graves}:dead_earlier"]), "0");
+    assert_eq!(q.purge_dead().await.unwrap(), 0);
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_earlier_dead_letter_that_takes_the_place_of_a_requeued_one_keeps_its_retention() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let opts = ReliableQueueOptions {
+        dead_letter_retention: Some(Duration::from_secs(3600)),
+        ..named(30_000, 1)
+    };
+    let q = c.reliable_queue("kept", opts).unwrap();
+    for payload in ["first", "second"] {
+        q.offer(payload, Duration::ZERO, Some("x")).await.unwrap();
+        let d = q.receive(WAIT).await.unwrap().unwrap();
+        assert!(d.nack(None).await.unwrap());
+    }
+    let mut dead = q.dead_letters(10).await.unwrap();
+    dead.sort_by_key(|d| d.died_at);
+    assert_eq!(q.requeue_dead(None).await.unwrap(), 1);
     let d = q.receive(WAIT).await.unwrap().unwrap();
-    assert_eq!(d.payload, b"second life");
-    assert_eq!(q.purge_dead().await.unwrap(), 1);
+    assert_eq!(d.payload, b"second");
+    assert!(d.ack().await.unwrap());
+    let until = ["ZRANGE", "{dq:kept}:dead_until", "0", "-1", "WITHSCORES"];
+    let expected = format!("x\n{}", dead[0].died_at + 3_600_000);
+    assert_eq!(
+        server.cli(&until),
+        expected,
+        "the first death's end, under its id"
+    );
+    assert_eq!(q.requeue_dead(None).await.unwrap(), 1);
+    assert_eq!(server.cli(&["ZCARD", "{dq:kept}:dead_until"]), "0");
     c.close();
 }
 

@@ -5,9 +5,10 @@
 -- Returns for 'list' {{id, attempts, died at ms, payload}, ...}; else the count affected.
 -- An id that died more than once has one dead letter per death ('<id>\xff<ms>' for the
 -- earlier ones); requeue takes the latest, and never an id that is alive again (waiting,
--- ready or in flight: requeueing it would make two messages of one id).
+-- ready or in flight: requeueing it would make two messages of one id). Once the latest is
+-- requeued, the one before takes its place, to be requeued when the id is not alive.
 local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
-  META, 'hash', DEAD_UNTIL, 'zset')
+  META, 'hash', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
 if err then return err end
 local op = ARGV[3]
 local function each_dead(limit, fn)
@@ -56,13 +57,14 @@ elseif op == 'requeue' then
       redis.call('HDEL', DEAD, id)
       redis.call('ZREM', DEAD_UNTIL, id)
       make_ready(id, flags, 0, now, payload)
+      promote_earlier(id)
       n = n + 1
     end
   end
   return n
 elseif op == 'purge' then
   local n = redis.call('HLEN', DEAD)
-  redis.call('DEL', DEAD, DEAD_UNTIL)
+  redis.call('DEL', DEAD, DEAD_UNTIL, DEAD_EARLIER)
   return n
 end
 return redis.error_reply('ERR unknown dead-letter operation')

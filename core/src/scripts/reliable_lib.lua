@@ -53,6 +53,8 @@ local SETTINGS = PREFIX .. 'settings'   -- hash: the queue's settings (reliable_
 local LEASES = PREFIX .. 'leases'       -- zset: stream entry id of a delivery -> lease end ms
 local ACKED = PREFIX .. 'acked'         -- zset: acked id kept for de-duplication -> forget ms
 local DEAD_UNTIL = PREFIX .. 'dead_until' -- zset: dead letter -> when the retention ends
+-- hash: dead letter -> time of death (ms) of the dead letter of its id before it (bury)
+local DEAD_EARLIER = PREFIX .. 'dead_earlier'
 
 -- The queue's settings, stored with it. Defaults mirror ReliableSettings::default() in
 -- core/src/reliable_queue/settings.rs (a test checks that they agree); they apply only
@@ -438,10 +440,39 @@ local function bury(id, flags, attempts, payload, now)
     local renamed = id .. '\255' .. ms_string(died_at)
     redis.call('HSET', DEAD, renamed, earlier)
     if retention > 0 then redis.call('ZADD', DEAD_UNTIL, died_at + retention, renamed) end
+    -- The chain of earlier letters, latest first, so that each can be requeued in turn.
+    local before = redis.call('HGET', DEAD_EARLIER, id)
+    if before then redis.call('HSET', DEAD_EARLIER, renamed, before) end
+    redis.call('HSET', DEAD_EARLIER, id, ms_string(died_at))
+  else
+    redis.call('HDEL', DEAD_EARLIER, id)
   end
   redis.call('HSET', DEAD, id, struct.pack('BBd', attempts, flags, now) .. payload)
   redis.call('HDEL', IDS, id)
   if retention > 0 then redis.call('ZADD', DEAD_UNTIL, now + retention, id) end
+end
+
+-- After the dead letter `id` was requeued, the latest earlier dead letter of its id (if its
+-- retention kept it) takes its place, to be listed and requeued under the id in turn.
+local function promote_earlier(id)
+  local died = redis.call('HGET', DEAD_EARLIER, id)
+  if not died then return end
+  redis.call('HDEL', DEAD_EARLIER, id)
+  local renamed = id .. '\255' .. died
+  local packed = redis.call('HGET', DEAD, renamed)
+  if not packed then return end
+  local before = redis.call('HGET', DEAD_EARLIER, renamed)
+  redis.call('HDEL', DEAD, renamed)
+  redis.call('HSET', DEAD, id, packed)
+  if before then
+    redis.call('HDEL', DEAD_EARLIER, renamed)
+    redis.call('HSET', DEAD_EARLIER, id, before)
+  end
+  local until_ms = redis.call('ZSCORE', DEAD_UNTIL, renamed)
+  if until_ms then
+    redis.call('ZREM', DEAD_UNTIL, renamed)
+    redis.call('ZADD', DEAD_UNTIL, until_ms, id)
+  end
 end
 
 -- Forgets a finished id, or keeps it for the idempotency retention so that an offer of it

@@ -6,7 +6,7 @@
 -- Returns 1 when it will be retried, 2 when it went to the dead letters, 0 when the
 -- delivery was no longer pending.
 local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
-  META, 'hash', LEASES, 'zset', DEAD_UNTIL, 'zset')
+  META, 'hash', LEASES, 'zset', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
 if err then return err end
 local fields = finish_delivery(ARGV[3])
 if not fields then return 0 end

@@ -10,7 +10,7 @@
 -- The queue's other keys are checked too: a queue whose keys hold other types gets no
 -- settings written (its first call fails with WRONGTYPE and changes nothing).
 local err = wrong_type(SETTINGS, 'hash', WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash',
-  DEAD, 'hash', META, 'hash', LEASES, 'zset', ACKED, 'zset', DEAD_UNTIL, 'zset')
+  DEAD, 'hash', META, 'hash', LEASES, 'zset', ACKED, 'zset', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
 if err then return err end
 local mode = ARGV[3]
 local named = tonumber(ARGV[4])

@@ -7,7 +7,7 @@
 -- Returns {work done, next wake time in server ms or -1, server now in ms, deliveries buried
 -- because their lease ended on the last attempt}.
 local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
-  META, 'hash', LEASES, 'zset', ACKED, 'zset', DEAD_UNTIL, 'zset')
+  META, 'hash', LEASES, 'zset', ACKED, 'zset', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
 if err then return err end
 local batch = tonumber(ARGV[3])
 local visibility = settings().visibility_ms
@@ -146,6 +146,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', ACKED, '-inf', now, 'LIMIT', 0, 
 end
 for _, field in ipairs(redis.call('ZRANGEBYSCORE', DEAD_UNTIL, '-inf', now, 'LIMIT', 0, batch)) do
   redis.call('HDEL', DEAD, field)
+  redis.call('HDEL', DEAD_EARLIER, field)
   redis.call('ZREM', DEAD_UNTIL, field)
 end
 return {done, wake, now, buried, set_aside}
