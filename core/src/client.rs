@@ -162,7 +162,7 @@ impl Client {
             )
         });
         let queue = ReliableQueue::new(self.clone(), keys, opts, guard);
-        queue.start_shard_transfers_when_known();
+        queue.follow_stored_shards();
         Ok(queue)
     }
 

@@ -163,7 +163,7 @@ pub const DEAD_LETTERS_LIMIT: usize = 100;
 const GROUP: &str = "delayq";
 
 /// How often a handle that names no number of shards reads the stored one again, to move
-/// a layout stored after it started (see `start_shard_transfers_when_known`).
+/// a layout stored after it started, and to read from it (see `follow_stored_shards`).
 const SHARDS_REREAD: Duration = Duration::from_secs(5);
 
 /// How long to wait before retrying a message that failed.
@@ -522,8 +522,10 @@ struct QueueInner {
     consumers_idle: tokio::sync::Notify,
     /// Set by `close_gracefully`: until when running handlers may finish.
     graceful_deadline: std::sync::Mutex<Option<tokio::time::Instant>>,
-    /// The keys of each shard, from the stored settings (one shard: the queue's own keys).
-    shards: OnceLock<Vec<ReliableKeys>>,
+    /// The keys of each shard, from the stored settings (one shard: the queue's own keys);
+    /// none until the first call read them. A handle that names no number of shards
+    /// follows the stored one (`follow_stored_shards`).
+    shards: std::sync::RwLock<Option<Arc<Vec<ReliableKeys>>>>,
     /// The shard counts this handle started transfer tasks for.
     transfers_for: Mutex<Vec<u32>>,
     /// The shard a sharded receive looks at first; moves on by one at each receive.
@@ -686,7 +688,7 @@ impl ReliableQueue {
                 consumers: Default::default(),
                 consumers_idle: Default::default(),
                 graceful_deadline: Default::default(),
-                shards: OnceLock::new(),
+                shards: Default::default(),
                 transfers_for: Mutex::new(vec![1]),
                 rotation: AtomicUsize::new(0),
                 bell: OnceLock::new(),
@@ -824,9 +826,18 @@ impl ReliableQueue {
                 r?;
             }
         }
-        let _ = self.inner.shards.set(keys);
+        self.set_layout(keys);
         self.start_transfers(n);
         Ok(())
+    }
+
+    fn set_layout(&self, keys: Vec<ReliableKeys>) {
+        *self.inner.shards.write().expect("shards lock") = Some(Arc::new(keys));
+    }
+
+    /// The keys of each shard, once the first call read the settings.
+    fn layout(&self) -> Option<Arc<Vec<ReliableKeys>>> {
+        self.inner.shards.read().expect("shards lock").clone()
     }
 
     /// Starts this handle's transfer tasks for the shards of a queue split into `n` (one
@@ -858,16 +869,14 @@ impl ReliableQueue {
         }
     }
 
-    /// Called with a new handle: when it runs a transfer task, learns the stored number of
-    /// shards in the background and starts a task per shard, so that a process that only
-    /// holds the handle (`delayq transfer`) moves every shard. A handle that names no
-    /// number of shards reads it again every [`SHARDS_REREAD`] and starts the tasks of a new
-    /// layout too: a transfer process started before the queue was configured, or one that
-    /// outlives a change of the number of shards, moves the shards the settings name.
-    pub(crate) fn start_shard_transfers_when_known(&self) {
-        if !self.inner.opts.scheduler.enabled {
-            return;
-        }
+    /// Called with a new handle. A handle that names its number of shards starts their
+    /// transfer tasks. One that names none reads the stored number in the background now
+    /// and every [`SHARDS_REREAD`], starts the transfer tasks of the layout it finds, and
+    /// once its first call has set its layout, follows a change of it: a consumer (or a
+    /// `delayq transfer`) started before the queue was split into shards, or that outlives
+    /// a change of their number (allowed only while the queue is empty), reads and moves
+    /// the shards the settings name.
+    pub(crate) fn follow_stored_shards(&self) {
         if let Some(n) = self.inner.opts.shards {
             self.start_transfers(n);
             return;
@@ -882,7 +891,9 @@ impl ReliableQueue {
                 };
                 match got {
                     Ok(s) => {
-                        queue.start_transfers(s.shards.max(1));
+                        let n = s.shards.max(1);
+                        queue.start_transfers(n);
+                        queue.follow_layout(n);
                         pause = SHARDS_REREAD;
                     }
                     Err(e) => {
@@ -896,6 +907,22 @@ impl ReliableQueue {
                 }
             }
         });
+    }
+
+    /// Moves this handle to a layout of `n` shards if its first call set another.
+    fn follow_layout(&self, n: u32) {
+        let current = self.layout().map(|k| k.len() as u32);
+        if current.is_none_or(|c| c == n) {
+            return;
+        }
+        let Ok(keys) = (0..n)
+            .map(|s| ReliableKeys::shard(self.name(), s, n))
+            .collect()
+        else {
+            return;
+        };
+        tracing::info!(queue = %Escaped(&self.name()), shards = n, "the queue's number of shards changed; this handle follows");
+        self.set_layout(keys);
     }
 
     /// The channel a sharded queue's transfer tasks ring when they moved messages.
@@ -954,12 +981,12 @@ impl ReliableQueue {
 
     /// The number of shards (1 until the settings were read).
     fn shard_count(&self) -> u32 {
-        self.inner.shards.get().map_or(1, |k| k.len() as u32)
+        self.layout().map_or(1, |k| k.len() as u32)
     }
 
     /// The keys of shard `shard` (the queue's own keys until the settings were read).
     fn shard_keys(&self, shard: u32) -> ReliableKeys {
-        match self.inner.shards.get() {
+        match self.layout() {
             Some(keys) => keys[shard as usize % keys.len()].clone(),
             None => self.inner.keys.clone(),
         }
@@ -1003,15 +1030,23 @@ impl ReliableQueue {
 
     /// An offer refused because the queue's shards changed after this handle read them
     /// (another handle changed them while the queue was empty): a clear error, the offer
-    /// not written.
+    /// not written. A handle that names no number of shards moves to the new layout at
+    /// once, so that the offer can be made again.
     fn moved(&self, e: Error, mine: u32) -> Error {
         let text = e.to_string();
         let Some(now) = text.split("DELAYQSHARDS").nth(1) else {
             return e;
         };
         let now = now.trim_matches(|c: char| !c.is_ascii_digit());
+        let then = match now.parse() {
+            Ok(n) if self.inner.opts.shards.is_none() => {
+                self.follow_layout(n);
+                "this handle follows them from now on: offer again"
+            }
+            _ => "open a new handle",
+        };
         Error::invalid(format!(
-            "queue {:?} has {now} shard(s) now (its settings changed after this handle read them), this handle uses {mine}: open a new handle; nothing was offered",
+            "queue {:?} has {now} shard(s) now (its settings changed after this handle read them), this handle used {mine}: {then}; nothing was offered",
             self.name()
         ))
     }
@@ -1349,8 +1384,6 @@ impl ReliableQueue {
     /// One read of up to `n` ready messages, waiting up to `timeout` for the first.
     async fn read_many(&self, n: usize, timeout: Option<Duration>) -> Result<Vec<Delivery>> {
         let queue = self.clone();
-        let sharded = self.shard_count() > 1;
-        let bell = sharded.then(|| self.bell());
         let got = self
             .inner
             .handle
@@ -1359,7 +1392,8 @@ impl ReliableQueue {
                 timeout,
                 move |mut conn, wait| {
                     let queue = queue.clone();
-                    let bell = bell.clone();
+                    // Each wait of a long receive looks again: the layout may change.
+                    let bell = (queue.shard_count() > 1).then(|| queue.bell());
                     async move {
                         if let Some(bell) = bell {
                             let reply = sweep_shards(&conn, &queue, n, wait, bell).await;

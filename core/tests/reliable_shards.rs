@@ -345,7 +345,8 @@ async fn one_shard_keeps_the_unsharded_layout_and_shards_stay_while_messages_do(
 
 /// A handle that read the shard count before another handle changed it (on the empty
 /// queue) cannot offer into its old layout, where no consumer would read: its offers fail
-/// with an invalid-argument error that says so, and write nothing. From one shard to four
+/// with an invalid-argument error that says so, and write nothing; one that names no
+/// number of shards follows the new one at once. From one shard to four
 /// (the queue's own settings say 4) and from four to two (the old shards' copies say 2).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_handle_whose_shard_count_changed_under_it_cannot_offer() {
@@ -363,7 +364,8 @@ async fn a_handle_whose_shard_count_changed_under_it_cannot_offer() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(err.to_string().contains("has 4 shard(s) now"), "{err}");
-    assert!(err.to_string().contains("this handle uses 1"), "{err}");
+    assert!(err.to_string().contains("this handle used 1"), "{err}");
+    assert!(err.to_string().contains("offer again"), "{err}");
     // Nothing written: the id is free in the four shards.
     let created = q4
         .offer_with_outcome("y", Duration::ZERO, Some("dup"))
@@ -378,6 +380,14 @@ async fn a_handle_whose_shard_count_changed_under_it_cannot_offer() {
         .ack()
         .await
         .unwrap();
+    // The handle that names no number of shards follows the four from now on.
+    old.offer("again", Duration::ZERO, Some("again"))
+        .await
+        .unwrap();
+    q4.transfer_now().await.unwrap();
+    let d = q4.receive(WAIT).await.unwrap().expect("in the four shards");
+    assert_eq!((d.id.as_str(), d.shard()), ("again", shard_for("again", 4)));
+    d.ack().await.unwrap();
 
     let mut two = sharded(2);
     two.update_settings = true;
@@ -386,6 +396,7 @@ async fn a_handle_whose_shard_count_changed_under_it_cannot_offer() {
     let err = q4.offer("z", Duration::ZERO, None).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(err.to_string().contains("has 2 shard(s) now"), "{err}");
+    assert!(err.to_string().contains("open a new handle"), "{err}");
     q2.offer("w", Duration::ZERO, None).await.unwrap();
     assert_eq!(q2.stats().await.unwrap().ready, 1);
     assert_eq!(
@@ -443,4 +454,63 @@ async fn a_sharded_queue_name_with_a_brace_is_refused() {
     c.reliable_queue("a}b", ReliableQueueOptions::default())
         .unwrap()
         .close();
+}
+
+/// A consumer whose first call came before the queue was split into shards (it started
+/// before its producers, which configure the queue) follows the stored layout: it
+/// receives from every shard within the re-read interval, also with a receive already
+/// waiting, and with no transfer task of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_consumer_that_started_before_the_queue_was_sharded_receives_from_every_shard() {
+    let server = RedisServer::start();
+    let consumers = Client::connect(&server.url()).await.unwrap();
+    let mut quiet = ReliableQueueOptions::default();
+    quiet.scheduler.enabled = false;
+    let early = consumers.reliable_queue("early", quiet.clone()).unwrap();
+    let waiting = consumers.reliable_queue("early", quiet).unwrap();
+    assert!(early.receive(Some(Duration::ZERO)).await.unwrap().is_none());
+    assert!(waiting
+        .receive(Some(Duration::ZERO))
+        .await
+        .unwrap()
+        .is_none());
+    let waits = tokio::spawn(async move {
+        let d = waiting.receive(Some(Duration::from_secs(30))).await;
+        (d.unwrap().expect("a message within 30 s"), waiting)
+    });
+
+    let producers = Client::connect(&server.url()).await.unwrap();
+    let q = producers.reliable_queue("early", sharded(4)).unwrap();
+    // First one message in the last shard, for the receive already waiting.
+    let last = (0..)
+        .map(|i| format!("w{i}"))
+        .find(|id| delayq::keys::shard_for(delayq::keys::id_shard_basis(id), 4) == 3)
+        .unwrap();
+    q.offer(last.clone(), Duration::ZERO, Some(&last))
+        .await
+        .unwrap();
+    let (first, waiting) = waits.await.unwrap();
+    assert_eq!((first.id.as_str(), first.shard()), (last.as_str(), 3));
+    first.ack().await.unwrap();
+    let n = 16;
+    for i in 1..n {
+        let id = format!("m{i}");
+        q.offer(id.clone(), Duration::ZERO, Some(&id))
+            .await
+            .unwrap();
+    }
+    let mut got = HashSet::from([first.id.clone()]);
+    let mut shards = HashSet::from([first.shard()]);
+    while got.len() < n {
+        let d = early.receive(Some(Duration::from_secs(15))).await.unwrap();
+        let d = d.unwrap_or_else(|| panic!("only {got:?} received"));
+        d.ack().await.unwrap();
+        shards.insert(d.shard());
+        got.insert(d.id.clone());
+    }
+    assert_eq!(shards.len(), 4, "from every shard: {shards:?}");
+    assert_eq!(early.stats().await.unwrap(), ReliableStats::default());
+    waiting.close();
+    consumers.close();
+    producers.close();
 }
