@@ -273,12 +273,6 @@ impl DelayedQueue {
         .await
     }
 
-    /// `LPOP` of the destination.
-    async fn pop_head(&self) -> Result<Option<Vec<u8>>> {
-        let cmd = redis::cmd("LPOP").arg(&self.inner.keys.destination).clone();
-        Ok(cmd.query_async(&mut self.commands()).await?)
-    }
-
     /// Takes the oldest due value if there is one, without waiting.
     ///
     /// A value that came due since the transfer task's last pass counts: with the
@@ -286,16 +280,12 @@ impl DelayedQueue {
     /// so that a value offered with no delay can be polled at once.
     pub async fn poll(&self) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
-        let mut value = self.pop_head().await?;
-        if value.is_none() {
-            let keys = &self.inner.keys;
-            let (batch, state) = (self.inner.opts.batch_size, Default::default());
-            let (outcome, _) =
-                scheduler::transfer_batch(&mut self.commands(), keys, batch, state).await?;
-            if outcome.moved > 0 {
-                value = self.pop_head().await?;
-            }
-        }
+        let value = poll_on(
+            &mut self.commands(),
+            &self.inner.keys,
+            self.inner.opts.batch_size,
+        )
+        .await?;
         metrics::record(
             Delayed,
             self.name(),
@@ -309,15 +299,14 @@ impl DelayedQueue {
     ///
     /// Cancel-safe: if the returned future is dropped while the server is handing over a
     /// value, the value is pushed back to the head of the destination, not lost.
+    ///
+    /// A timeout of zero takes as [`DelayedQueue::poll`] does, within the same bound as
+    /// any timeout (its answer within [`crate::handle::CALL_MARGIN`], whatever the network
+    /// does), and as cancel-safe.
     pub async fn take(&self, timeout: Option<Duration>) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
-        if timeout.is_some_and(|t| t.is_zero()) {
-            return self.poll().await;
-        }
-        let (dest, dest_back) = (
-            self.inner.keys.destination.clone(),
-            self.inner.keys.destination.clone(),
-        );
+        let (keys, dest_back) = (self.inner.keys.clone(), self.inner.keys.destination.clone());
+        let batch = self.inner.opts.batch_size;
         let commands = self.commands();
         self.inner
             .handle
@@ -325,13 +314,18 @@ impl DelayedQueue {
                 "take",
                 timeout,
                 move |mut conn, wait| {
-                    let dest = dest.clone();
+                    let keys = keys.clone();
                     async move {
-                        // BLPOP takes seconds with millisecond resolution.
-                        let secs = format!("{:.3}", wait.as_secs_f64().max(0.001));
-                        let reply: redis::RedisResult<Option<(Vec<u8>, Vec<u8>)>> =
-                            redis::cmd("BLPOP").arg(&dest).arg(&secs).query_async(&mut conn).await;
-                        (conn, reply.map(|r| r.map(|(_, value)| value)).map_err(Into::into))
+                        let reply = if wait.is_zero() {
+                            poll_on(&mut conn, &keys, batch).await
+                        } else {
+                            // BLPOP takes seconds with millisecond resolution.
+                            let secs = format!("{:.3}", wait.as_secs_f64());
+                            let reply: redis::RedisResult<Option<(Vec<u8>, Vec<u8>)>> =
+                                redis::cmd("BLPOP").arg(&keys.destination).arg(&secs).query_async(&mut conn).await;
+                            reply.map(|r| r.map(|(_, value)| value)).map_err(Into::into)
+                        };
+                        (conn, reply)
                     }
                 },
                 move |value| {
@@ -420,6 +414,35 @@ fn hex_token() -> String {
         crate::random::random::<u64>(),
         crate::random::random::<u64>()
     )
+}
+
+/// `LPOP` of `destination`.
+async fn pop_head(
+    conn: &mut (impl ConnectionLike + Send),
+    destination: &str,
+) -> Result<Option<Vec<u8>>> {
+    Ok(redis::cmd("LPOP")
+        .arg(destination)
+        .query_async(conn)
+        .await?)
+}
+
+/// The head of the destination, or with it empty, what one transfer call makes due: see
+/// [`DelayedQueue::poll`].
+async fn poll_on(
+    conn: &mut (impl ConnectionLike + Send),
+    keys: &DelayedKeys,
+    batch: usize,
+) -> Result<Option<Vec<u8>>> {
+    let value = pop_head(conn, &keys.destination).await?;
+    if value.is_some() {
+        return Ok(value);
+    }
+    let (outcome, _) = scheduler::transfer_batch(conn, keys, batch, Default::default()).await?;
+    if outcome.moved == 0 {
+        return Ok(None);
+    }
+    pop_head(conn, &keys.destination).await
 }
 
 /// Pushes a taken value back to the head of `destination`, where it was.

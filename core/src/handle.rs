@@ -177,9 +177,10 @@ impl Handle {
 
 /// How late past its timeout a blocking call answers at the latest (SPEC: at most 3 s).
 /// Less than [`REPLY_MARGIN`], so that a call whose connection went silent answers before
-/// its task gives the connection up; not much less, since a machine stalled that long
-/// turns a healthy wait's answer into this error.
-pub(crate) const CALL_MARGIN: Duration = Duration::from_millis(1500);
+/// its task gives the connection up; not much less, since a round trip (hundreds of ms of
+/// added latency each way) or a machine stalled that long turns a healthy wait's answer
+/// into this error. 1.5 s failed every empty `take(2)` at 800 ms each way.
+pub(crate) const CALL_MARGIN: Duration = Duration::from_millis(2000);
 
 /// Sleeps until `at`, or forever.
 async fn until(at: Option<Instant>) {
@@ -202,11 +203,16 @@ pub(crate) fn instant_after(d: Duration) -> Instant {
 pub(crate) const WAIT_CHUNK: Duration = Duration::from_secs(4);
 /// How late past its server-side wait a blocking reply may be before its connection is
 /// taken for dead.
-pub(crate) const REPLY_MARGIN: Duration = Duration::from_secs(2);
+pub(crate) const REPLY_MARGIN: Duration = Duration::from_millis(2500);
 
-/// How long the reply of a blocking command taken for dead is still awaited, so that a
-/// value the server handed over on a connection that was only slow is given back.
-const LATE_REPLY_WINDOW: Duration = Duration::from_secs(2);
+/// How long after a blocking command was sent its reply is awaited in all: past its
+/// server-side wait plus [`REPLY_MARGIN`] the connection is taken for dead and replaced,
+/// and the reply is still read in the background until this much time has passed, so that
+/// a value the server handed over on a connection that was only slow (a big value over a
+/// slow link) is given back. The connection is closed then: SPEC 10 wants a dead one gone
+/// within 10 s, and nothing tells a silent connection from a slow one. 8.5 s: a value that
+/// was ready at once arrives whole if it is up to about 400 KiB over a 50 KB/s link.
+const LATE_REPLY_BUDGET: Duration = Duration::from_millis(8500);
 
 /// The loop of [`Handle::blocking`]'s task: blocking commands of at most [`WAIT_CHUNK`]
 /// until one has a value, the deadline passes, the caller is gone or the handle closes.
@@ -300,9 +306,8 @@ where
                 // background and give back whatever arrives.
                 let late = give_back.clone();
                 tokio::spawn(async move {
-                    if let Ok((_, Ok(Some(value)))) =
-                        tokio::time::timeout(LATE_REPLY_WINDOW, pending).await
-                    {
+                    let window = LATE_REPLY_BUDGET.saturating_sub(wait + REPLY_MARGIN);
+                    if let Ok((_, Ok(Some(value)))) = tokio::time::timeout(window, pending).await {
                         tracing::warn!(
                             what,
                             "a late blocking reply carried a value; it is given back"

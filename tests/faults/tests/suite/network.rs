@@ -11,7 +11,7 @@ use delayq_faults::{ms, wait_for, Checks, DETECT, MARGIN};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::{no_scheduler, reliable_opts, timed, Proxied, SLACK};
+use crate::{no_scheduler, reliable_opts, timed, warm_up, Proxied, SLACK};
 
 /// A load for [`offer_and_consume`]: `n` values of `len` bytes per queue, due `i * step`
 /// after their offer, taken by `consumers` consumers per queue, everything awaited up to
@@ -171,6 +171,126 @@ async fn slow_link_loses_nothing() {
     .await;
     let mut checks = Checks::default();
     check_and_report(&mut checks, fault, &td, &tr, n);
+    checks.finish(fault);
+}
+
+/// A value too big to arrive within a blocking wait's reply margin over a slow link
+/// (300 KiB at 50 KB/s each way: 6 s) is not lost: `take(2 s)` and `receive(2 s)` answer
+/// in time with a `connection` error, and the reply, still read in the background, gives
+/// the value back to the head of the destination and the delivery back to the ready
+/// messages (not counted as an attempt), where a client on a good link finds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "fault suite: run by scripts/test-faults.sh"]
+async fn a_big_value_over_a_slow_link_is_given_back_not_lost() {
+    let fault = "slow-link-big-value";
+    let env = Proxied::start().await;
+    // A client per queue: the value's give-back (400 KiB up the slow link) would hold up
+    // the delivery's on a shared command connection.
+    let connect = || async {
+        Client::connect(&env.proxy.url())
+            .await
+            .expect("connect through the proxy")
+    };
+    let (client_d, client_r) = (connect().await, connect().await);
+    let direct = Client::connect(&env.redis.url())
+        .await
+        .expect("connect directly");
+    let dq = client_d
+        .delayed_queue_with("big-d", no_scheduler())
+        .unwrap();
+    let rq = client_r
+        .reliable_queue("big-r", reliable_opts(Duration::from_secs(60), false))
+        .unwrap();
+    let ddq = direct.delayed_queue("big-d").unwrap();
+    let drq = direct
+        .reliable_queue("big-r", reliable_opts(Duration::from_secs(60), true))
+        .unwrap();
+    warm_up((&dq, &rq), (&ddq, &drq)).await;
+    let big = value("big", 0, 300 * 1024);
+    ddq.offer(&big, Duration::ZERO).await.unwrap();
+    ddq.transfer_now().await.unwrap();
+    drq.offer(&big, Duration::ZERO, Some("big")).await.unwrap();
+    drq.transfer_now().await.unwrap();
+    let rate = json!({ "rate": 50 });
+    env.proxy
+        .add_toxic("slow-up", "bandwidth", Stream::Upstream, rate.clone());
+    env.proxy
+        .add_toxic("slow-down", "bandwidth", Stream::Downstream, rate);
+    let mut checks = Checks::default();
+    let two = Duration::from_secs(2);
+    let (take, receive) = tokio::join!(
+        timed(Duration::from_secs(30), dq.take(Some(two))),
+        timed(Duration::from_secs(30), rq.receive(Some(two))),
+    );
+    for (what, took, failed) in [
+        (
+            "take",
+            take.0,
+            take.1.as_ref().map(|r| r.as_ref().map(|_| ())),
+        ),
+        (
+            "receive",
+            receive.0,
+            receive.1.as_ref().map(|r| r.as_ref().map(|_| ())),
+        ),
+    ] {
+        checks.check(
+            took <= two + MARGIN,
+            format!("{what}(2 s) over the slow link answered after {took:?}"),
+        );
+        let kind = failed.and_then(|r| r.err().map(|e| e.kind()));
+        checks.check(
+            kind == Some(ErrorKind::Connection),
+            format!("{what}(2 s) of a value that cannot arrive in time: {kind:?}"),
+        );
+    }
+    let back = wait_for(
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || async {
+            let d = ddq.stats().await.map(|s| s.ready).unwrap_or(0);
+            let r = drq
+                .stats()
+                .await
+                .map(|s| (s.ready, s.in_flight))
+                .unwrap_or((0, 1));
+            d == 1 && r == (1, 0)
+        },
+    )
+    .await;
+    checks.check(
+        back.is_some(),
+        "the value and the delivery came back within 60 s",
+    );
+    env.proxy.remove_toxic("slow-up");
+    env.proxy.remove_toxic("slow-down");
+    let taken = ddq.take(Some(Duration::from_secs(5))).await.unwrap();
+    let value_back = taken.as_deref() == Some(&big[..]);
+    checks.check(value_back, "the value given back is whole");
+    let d = drq.receive(Some(Duration::from_secs(5))).await.unwrap();
+    let d = d.expect("the delivery given back");
+    let delivery_back = d.payload == big && d.attempt == 1;
+    checks.check(
+        delivery_back,
+        format!(
+            "the delivery given back is whole, attempt {} (want 1)",
+            d.attempt
+        ),
+    );
+    let longest = take.0.max(receive.0);
+    let lost = usize::from(!value_back) + usize::from(!delivery_back);
+    report_fields(
+        fault,
+        &[
+            ("delivered", (2 - lost).to_string()),
+            ("lost", lost.to_string()),
+            ("duplicated", "0".to_owned()),
+            ("early", "0".to_owned()),
+            ("worst_late_ms", "na".to_owned()),
+            ("detect_ms", longest.as_millis().to_string()),
+            ("recover_ms", ms(back)),
+        ],
+    );
     checks.finish(fault);
 }
 

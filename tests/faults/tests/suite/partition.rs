@@ -118,17 +118,28 @@ async fn partition_calls_with_a_timeout_return_in_time() {
         .reliable_queue("pt-reliable", reliable_opts(Duration::from_secs(5), true))
         .unwrap();
     warm_up((&dq, &rq), (&ddq, &drq)).await;
+    // `take(0)` on a client with the default 5 s response timeout: its bound is the
+    // margin, not that timeout.
+    let plain = Client::connect(&env.proxy.url())
+        .await
+        .expect("connect through the proxy");
+    let pq = plain
+        .delayed_queue_with("pt-delayed", no_scheduler())
+        .unwrap();
+    assert_eq!(pq.take(Some(Duration::ZERO)).await.unwrap(), None);
     let mut checks = Checks::default();
 
     env.proxy.partition();
     let two = Duration::from_secs(2);
-    let (take, receive, size) = tokio::join!(
+    let (take, receive, size, take_0) = tokio::join!(
         timed(HUNG, dq.take(Some(two))),
         timed(HUNG, async {
             rq.receive(Some(two)).await.map(|d| d.map(|d| d.id))
         }),
         timed(HUNG, async { dq.size().await.map(Some) }),
+        timed(HUNG, pq.take(Some(Duration::ZERO))),
     );
+    check_timed_call(&mut checks, "take(Some(0))", Duration::ZERO, &take_0);
     check_timed_call(&mut checks, "take(Some(2 s))", two, &take);
     check_timed_call(&mut checks, "receive(Some(2 s))", two, &receive);
     check_timed_call(
