@@ -13,50 +13,50 @@ pub struct BenchArgs {
     #[arg(value_enum, default_value = "all")]
     which: Which,
     /// Offers for the throughput benchmark.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
     ops: u64,
     /// Offers in flight at once (and redis-benchmark's -c).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
     concurrency: u64,
     /// Offers per second in the lateness benchmark.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
     rate: u64,
     /// Seconds of steady offering in the lateness benchmark.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     seconds: u64,
     /// Due entries in the drain benchmark.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     entries: u64,
     /// Waiting entries in the mixed-delays transfer benchmark.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     mixed_entries: u64,
     /// Waiting entries in the memory benchmark.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     memory_entries: u64,
     /// Payload size in bytes (offer and memory benchmarks).
     #[arg(long, default_value_t = 44)]
     value_size: usize,
     /// Messages in the reliable-consume throughput benchmark.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
     consume_messages: u64,
     /// Offers per second in the reliable-consume lateness benchmark.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     consume_rate: u64,
     /// The `shards` benchmark: comma-separated seed URLs of a Redis Cluster, run beside the
     /// single server of `--url` (scripts/bench.sh shards starts both).
     #[arg(long)]
     cluster_seeds: Option<String>,
     /// Shards of the queue on the cluster in the `shards` benchmark.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     shards: u32,
     /// Offers through the library and through HTTP in the serve benchmark.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
     serve_offers: u64,
     /// Messages delivered to a local webhook endpoint in the serve benchmark.
-    #[arg(long, default_value_t = 5_000)]
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
     webhooks: u64,
     /// The service's webhook workers per queue in the serve benchmark.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     webhook_concurrency: usize,
 }
 

@@ -238,19 +238,23 @@ pub async fn run(
             let q = client.reliable_queue(&queue, opts)?;
             let mut held = Vec::new();
             // Listening from the start: a Ctrl-C right after a line was printed is not lost.
-            let mut stop = std::pin::pin!(crate::interrupted());
-            let mut stopped = false;
+            let mut stop = crate::stop_flag();
             for _ in 0..count {
-                // Out of time (or --timeout-ms 0): what is ready now, without waiting (a
-                // zero timeout moves what is due first).
-                let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-                // Ctrl-C or SIGTERM while waiting: stop receiving (a message the server was
-                // handing over is given back) and exit as if the count was reached.
-                let got = tokio::select! {
-                    r = q.receive(left) => r?,
-                    _ = &mut stop => {
-                        stopped = true;
-                        None
+                // Waits of at most STOP_CHECK, never cut short: Ctrl-C or SIGTERM ends the
+                // command between two, as if the count was reached.
+                let got = loop {
+                    let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                    if *stop.borrow() {
+                        break None;
+                    }
+                    // Out of time (or --timeout-ms 0): what is ready now, without waiting
+                    // (a zero timeout moves what is due first).
+                    if left == Some(Duration::ZERO) {
+                        break q.receive(left).await?;
+                    }
+                    let wait = left.map_or(crate::STOP_CHECK, |l| l.min(crate::STOP_CHECK));
+                    if let Some(d) = q.receive(Some(wait)).await? {
+                        break Some(d);
                     }
                 };
                 let Some(d) = got else {
@@ -281,9 +285,7 @@ pub async fn run(
             if hold {
                 // Until Ctrl-C or SIGTERM, which give the held messages back (not counted
                 // as an attempt) rather than leave them to their visibility timeout.
-                if !stopped {
-                    stop.await;
-                }
+                let _ = stop.wait_for(|stopped| *stopped).await;
                 for d in held {
                     d.release().await?;
                 }
