@@ -1093,9 +1093,16 @@ impl Connection {
                 .iter()
                 .map(|u| connection_info(u))
                 .collect::<Result<_>>()?;
+            // redis-rs opens (and checks with a PING) a connection to every node of the
+            // topology, replicas too, when it connects and at every refresh of the slots,
+            // holding every request meanwhile: a node that accepts connections but never
+            // answers (a paused VM, an address the client cannot reach) held a connect past
+            // its time and stalled every shard. Each node gets a share of the connect time,
+            // and the blocking connections (below) a response limit.
+            let node_connect = (opts.connect_timeout * 2 / 5).max(Duration::from_millis(500));
             let builder = || {
                 let b = ClusterClient::builder(seeds.clone())
-                    .connection_timeout(opts.connect_timeout)
+                    .connection_timeout(node_connect)
                     .tcp_settings(tcp_settings());
                 match &certs {
                     Some(certs) => b.certs(certs.clone()),
@@ -1107,7 +1114,12 @@ impl Connection {
                 .response_timeout(opts.response_timeout)
                 .build()
                 .map_err(bad)?;
-            let blocking = builder().build().map_err(bad)?;
+            // Past any blocking wait's reply (`handle::LATE_REPLY_BUDGET`): redis-rs's own
+            // limit only ends a PING of a silent node.
+            let blocking = builder()
+                .response_timeout(crate::handle::BLOCKING_RESPONSE_LIMIT)
+                .build()
+                .map_err(bad)?;
             let conn = with_timeout(
                 opts.connect_timeout,
                 "to connect to the cluster",

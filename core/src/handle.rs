@@ -214,6 +214,11 @@ pub(crate) const REPLY_MARGIN: Duration = Duration::from_millis(2500);
 /// was ready at once arrives whole if it is up to about 400 KiB over a 50 KB/s link.
 const LATE_REPLY_BUDGET: Duration = Duration::from_millis(8500);
 
+/// The response limit of the dedicated connections of a cluster client: longer than any
+/// blocking wait's reply is read ([`LATE_REPLY_BUDGET`]), so that it only ends a request
+/// to a node that never answers.
+pub(crate) const BLOCKING_RESPONSE_LIMIT: Duration = Duration::from_secs(10);
+
 /// The loop of [`Handle::blocking`]'s task: blocking commands of at most [`WAIT_CHUNK`]
 /// until one has a value, the deadline passes, the caller is gone or the handle closes.
 #[allow(clippy::too_many_arguments)]

@@ -109,3 +109,43 @@ async fn blocking_calls_on_a_cluster_outlast_the_response_time_limit() {
         Some(&b"late"[..])
     );
 }
+
+/// A replica that accepts connections but never answers (a paused VM; an address this
+/// client cannot reach) stops nothing: delayq reads and writes masters only. A client
+/// connects within its connect time, and both queues offer and deliver, with shards on
+/// every master.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_that_never_answers_stops_no_connect_and_no_call() {
+    let cluster = Cluster::start();
+    let replica = cluster.add_replica();
+    let _frozen = replica.freeze();
+    let opts = ClientOptions::cluster(cluster.seeds());
+    let limit = opts.connect_timeout;
+    let started = std::time::Instant::now();
+    let client = Client::connect_with(opts).await.expect("connect");
+    assert!(
+        started.elapsed() < limit,
+        "connect took {:?}",
+        started.elapsed()
+    );
+
+    let q = client.delayed_queue("paused-replica").unwrap();
+    q.offer("v", Duration::ZERO).await.unwrap();
+    let got = q.take(Some(Duration::from_secs(10))).await.unwrap();
+    assert_eq!(got.as_deref(), Some(&b"v"[..]));
+    let opts = ReliableQueueOptions {
+        shards: Some(4),
+        ..Default::default()
+    };
+    let r = client.reliable_queue("paused-replica-r", opts).unwrap();
+    for i in 0..8 {
+        r.offer(format!("m{i}"), Duration::ZERO, None)
+            .await
+            .unwrap();
+    }
+    for _ in 0..8 {
+        let d = r.receive(Some(Duration::from_secs(10))).await.unwrap();
+        assert!(d.expect("a message").ack().await.unwrap());
+    }
+    client.close();
+}

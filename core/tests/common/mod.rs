@@ -296,6 +296,40 @@ impl Cluster {
         Cluster { nodes }
     }
 
+    /// Adds a replica of the first node and waits until the cluster lists it in its slots
+    /// (so that a client's topology names it).
+    #[allow(dead_code, reason = "not every test binary needs replicas")]
+    pub fn add_replica(&self) -> RedisServer {
+        let replica = RedisServer::start_cluster_node();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("add-node")
+            .arg(format!("127.0.0.1:{}", replica.port))
+            .arg(format!("127.0.0.1:{}", self.nodes[0].port))
+            .arg("--cluster-slave")
+            .output()
+            .expect("redis-cli --cluster add-node");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let port = replica.port.to_string();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !self.nodes.iter().all(|n| {
+            n.cli(&["CLUSTER", "SLOTS"])
+                .lines()
+                .any(|l| l.trim() == port)
+        }) || !replica
+            .cli(&["INFO", "replication"])
+            .contains("master_link_status:up")
+        {
+            assert!(std::time::Instant::now() < deadline, "replica did not join");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        replica
+    }
+
     /// The URL of every node.
     pub fn seeds(&self) -> Vec<String> {
         self.nodes.iter().map(|n| n.url()).collect()
