@@ -1354,10 +1354,20 @@ async fn with_timeout<T, E: Into<Error>>(
         let limit = Duration::from_millis(ms);
         Error::Timeout(format!("no answer from Redis within {limit:?} {what}"))
     };
+    let started = tokio::time::Instant::now();
     match tokio::time::timeout(limit, fut).await {
-        // redis-rs's own timeout of the same length says only "timed out".
+        // redis-rs's own timeout of the same length says only "timed out"; a shorter one of
+        // its own (a Sentinel's, 1 s) must not be called ours.
         Ok(Err(e)) => match e.into() {
-            Error::Timeout(_) => Err(late()),
+            Error::Timeout(_) if started.elapsed() + Duration::from_millis(50) >= limit => {
+                Err(late())
+            }
+            Error::Timeout(m) => {
+                let after = Duration::from_millis(started.elapsed().as_millis() as u64);
+                Err(Error::Timeout(format!(
+                    "no answer from Redis {what}: {m} after {after:?}"
+                )))
+            }
             e => Err(e),
         },
         Ok(Ok(v)) => Ok(v),
@@ -1368,6 +1378,29 @@ async fn with_timeout<T, E: Into<Error>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A timeout of redis-rs's own that ends sooner than ours is not reported as ours.
+    #[tokio::test]
+    async fn an_inner_timeout_names_its_own_time_not_the_limit() {
+        let inner = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Err::<(), _>(timed_out())
+        };
+        let e = with_timeout(Duration::from_secs(5), "to ask", inner).await;
+        let text = e.unwrap_err().to_string();
+        assert!(!text.contains("5s"), "{text}");
+        assert!(
+            text.contains("to ask") && text.contains("after 1"),
+            "{text}"
+        );
+        let ours = with_timeout(
+            Duration::from_millis(50),
+            "to ask",
+            std::future::pending::<Result<()>>(),
+        );
+        let text = ours.await.unwrap_err().to_string();
+        assert!(text.contains("within 50ms to ask"), "{text}");
+    }
 
     #[test]
     fn redaction_hides_credentials() {
