@@ -6,7 +6,8 @@
 //! section 10): a peer can go silent with the TCP connection still open (no FIN, no RST).
 //! So no connection is trusted to fail by itself:
 //! - Commands and scripts go over one multiplexed connection ([`Reconnecting`]). A reply
-//!   that does not come within the response timeout marks the connection dead; the next
+//!   that does not come within the response timeout marks the connection dead, fails the
+//!   requests sent over it after that one (they wait behind it) and so closes it; the next
 //!   request opens a fresh one. A request is never sent twice by this layer: its outcome
 //!   is unknown, and the caller gets a `connection` error that says so. A host's blocking
 //!   call sends its requests over its thread's own connection instead, under the same
@@ -23,7 +24,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster::ClusterClient;
@@ -661,22 +662,55 @@ impl Checked {
     }
 }
 
+/// The shared connection of one generation, as a request gets it.
+#[derive(Clone)]
+struct Shared {
+    generation: u64,
+    conn: MultiplexedConnection,
+    /// Set once, by [`Reconnecting::discard`], to when the request that got no reply was sent.
+    silent_since: tokio::sync::watch::Receiver<Option<Instant>>,
+}
+
+impl Shared {
+    /// Ends once a request sent over this connection before `sent` got no reply in time.
+    /// Redis answers a connection's requests in order, so one sent after it waits behind a
+    /// reply that may never come: it fails then, and lets the connection close, rather than
+    /// hold it open until its own time runs out (up to 5 s more, past SPEC 10's 10 s).
+    async fn stuck(&self, sent: Instant) {
+        let mut silent_since = self.silent_since.clone();
+        let gone = (silent_since.wait_for(|t| t.is_some_and(|t| t < sent)).await).is_err();
+        if gone {
+            std::future::pending::<()>().await; // replaced for another reason: no news
+        }
+    }
+}
+
+/// The error of a request that waited behind one whose reply did not come.
+fn stuck_behind() -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "no reply from Redis: a request sent before this one over the same connection got none in time, so the connection was replaced and whether this command ran is unknown",
+    ))
+}
+
 #[derive(Default)]
 struct ReconnectState {
     /// Bumped by every connection attempt.
     generation: u64,
-    conn: Option<MultiplexedConnection>,
+    conn: Option<Shared>,
+    /// Tells the requests of `conn` that it was replaced after a request got no reply.
+    silent: Option<tokio::sync::watch::Sender<Option<Instant>>>,
     /// The error of the last attempt, if it failed: callers that waited for that attempt
     /// get it instead of trying again at once.
     failed: Option<Error>,
 }
 
 impl Reconnecting {
-    async fn get(&self) -> Result<(u64, MultiplexedConnection)> {
+    async fn get(&self) -> Result<Shared> {
         let seen = {
             let s = self.state.lock().expect("connection state");
             if let Some(c) = &s.conn {
-                return Ok((s.generation, c.clone()));
+                return Ok(c.clone());
             }
             s.generation
         };
@@ -684,7 +718,7 @@ impl Reconnecting {
         {
             let s = self.state.lock().expect("connection state");
             if let Some(c) = &s.conn {
-                return Ok((s.generation, c.clone()));
+                return Ok(c.clone());
             }
             if s.generation != seen {
                 if let Some(e) = &s.failed {
@@ -697,11 +731,18 @@ impl Reconnecting {
         let mut s = self.state.lock().expect("connection state");
         s.generation += 1;
         match attempt {
-            Ok(c) => {
-                s.conn = Some(c.clone());
+            Ok(conn) => {
+                let (silent, silent_since) = tokio::sync::watch::channel(None);
+                let generation = s.generation;
+                let shared = Shared {
+                    generation,
+                    conn,
+                    silent_since,
+                };
+                (s.conn, s.silent) = (Some(shared.clone()), Some(silent));
                 s.failed = None;
                 self.answered(); // just opened
-                Ok((s.generation, c))
+                Ok(shared)
             }
             Err(e) => {
                 s.failed = Some(e.clone());
@@ -710,12 +751,17 @@ impl Reconnecting {
         }
     }
 
-    /// Forgets the connection of `generation` (if it is still the current one).
-    fn discard(&self, generation: u64) {
+    /// Forgets the connection of `generation` (if it is still the current one); `silent`
+    /// when a request sent then got no reply, which fails every request sent after it
+    /// ([`Shared::stuck`]).
+    fn discard(&self, generation: u64, silent: Option<Instant>) {
         let mut s = self.state.lock().expect("connection state");
         if s.generation == generation && s.conn.is_some() {
             s.conn = None;
             tracing::info!("Redis connection replaced");
+            if let (Some(sent), Some(tell)) = (silent, &s.silent) {
+                tell.send_replace(Some(sent));
+            }
         }
     }
 
@@ -739,25 +785,30 @@ impl Reconnecting {
         if direct {
             return self.request_directly(limit, send).await;
         }
-        let (generation, conn) = self.get().await.map_err(to_redis_error)?;
-        let (generation, conn) = match self.idle() >= CHECK_IDLE {
-            true => self.checked(generation, conn).await?,
-            false => (generation, conn),
+        let shared = self.get().await.map_err(to_redis_error)?;
+        let shared = match self.idle() >= CHECK_IDLE {
+            true => self.checked(shared).await?,
+            false => shared,
         };
-        let mut conn = Conn::Shared(conn);
-        match tokio::time::timeout(limit, send(&mut conn)).await {
+        let (generation, sent) = (shared.generation, Instant::now());
+        let mut conn = Conn::Shared(shared.conn.clone());
+        let replied = tokio::select! {
+            replied = tokio::time::timeout(limit, send(&mut conn)) => replied,
+            () = shared.stuck(sent) => return Err(stuck_behind()),
+        };
+        match replied {
             Ok(Ok(v)) => {
                 self.answered();
                 Ok(v)
             }
             Ok(Err(e)) => {
                 if connection_is_spent(&e) {
-                    self.discard(generation);
+                    self.discard(generation, None);
                 }
                 Err(e)
             }
             Err(_) => {
-                self.discard(generation);
+                self.discard(generation, Some(sent));
                 tracing::warn!(?limit, "no reply from Redis in time; connection replaced");
                 Err(reply_lost(limit))
             }
@@ -777,26 +828,25 @@ impl Reconnecting {
 
     /// Asks the idle shared connection of `generation` a `PING` (see [`CHECK_IDLE`]): the
     /// connection to send a request over, a new one if the server had closed it.
-    async fn checked(
-        &self,
-        generation: u64,
-        mut conn: MultiplexedConnection,
-    ) -> redis::RedisResult<(u64, MultiplexedConnection)> {
-        let ping = redis::cmd("PING");
-        let pinged = tokio::time::timeout(self.response_timeout, ping.query_async(&mut conn));
-        let pinged = pinged.await.unwrap_or_else(|_| Err(timed_out()));
-        match Checked::of(pinged) {
+    async fn checked(&self, shared: Shared) -> redis::RedisResult<Shared> {
+        let (ping, mut conn, sent) = (redis::cmd("PING"), shared.conn.clone(), Instant::now());
+        let pinged = tokio::select! {
+            pinged = tokio::time::timeout(self.response_timeout, ping.query_async(&mut conn)) => pinged,
+            () = shared.stuck(sent) => return Err(stuck_behind()),
+        };
+        match Checked::of(pinged.unwrap_or_else(|_| Err(timed_out()))) {
             Checked::Answered => {
                 self.answered();
-                Ok((generation, conn))
+                Ok(shared)
             }
             Checked::Spent(e) => {
-                self.discard(generation);
+                self.discard(shared.generation, None);
                 tracing::debug!(error = %Escaped(&e), "an idle connection was closed by the server; replaced before the request");
                 self.get().await.map_err(to_redis_error)
             }
             Checked::Failed(e) => {
-                self.discard(generation);
+                let silent = e.is_timeout().then_some(sent);
+                self.discard(shared.generation, silent);
                 Err(e)
             }
         }
@@ -1151,7 +1201,7 @@ impl Connection {
             });
             // Connect now, so that a wrong URL or password fails `connect`. A server that
             // wants a password the URL lacks accepts the connection: ask it something.
-            let (_, mut conn) = commands.get().await?;
+            let mut conn = commands.get().await?.conn;
             let ping = redis::cmd("PING");
             let pong = ping.query_async::<Value>(&mut conn);
             with_timeout(opts.response_timeout, "to PING", pong).await?;

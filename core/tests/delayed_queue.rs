@@ -436,3 +436,49 @@ async fn poll_and_an_instant_take_find_a_value_that_just_came_due() {
     assert_eq!(q.size().await.unwrap(), 1, "the delayed one stays");
     c.close();
 }
+
+/// Redis answers a connection's requests in order: a request sent behind one that got no
+/// reply fails as soon as that one does (its outcome unknown, a `connection` error), so
+/// the silent connection closes then, not when the last request sent over it runs out of
+/// time too (SPEC 10: a dead connection is replaced and gone within 10 s).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_sent_behind_one_that_got_no_reply_fails_with_it() {
+    let server = RedisServer::start();
+    let opts = delayq::ClientOptions {
+        response_timeout: Duration::from_secs(2),
+        ..delayq::ClientOptions::new(server.url())
+    };
+    let client = Client::connect_with(opts).await.unwrap();
+    let off = SchedulerOptions {
+        enabled: false,
+        ..Default::default()
+    };
+    let q = client.delayed_queue_with("behind", off).unwrap();
+    q.size().await.unwrap();
+
+    let frozen = server.freeze();
+    let first = tokio::spawn({
+        let q = q.clone();
+        async move { (q.size().await, std::time::Instant::now()) }
+    });
+    // The scenario, not a synchronisation: the second request goes 1.5 s after the first,
+    // so on its own it would fail 1.5 s after it.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let second = q.size().await;
+    let second_at = std::time::Instant::now();
+    let (first, first_at) = first.await.unwrap();
+    drop(frozen);
+
+    for e in [first.unwrap_err(), second.unwrap_err()] {
+        assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+        assert!(e.to_string().contains("unknown"), "{e}");
+    }
+    let after = second_at.saturating_duration_since(first_at);
+    assert!(
+        after < Duration::from_millis(750),
+        "the second request failed {after:?} after the first"
+    );
+    // A new connection serves the next request once the server answers again.
+    assert_eq!(q.size().await.unwrap(), 0);
+    client.close();
+}
