@@ -495,6 +495,30 @@ async fn an_abandoned_receive_gives_the_message_back() {
     d.ack().await.unwrap();
 }
 
+/// A delivery given back untouched (its caller was gone) keeps its due time: the next
+/// delivery reports when the message really came due, not when it was given back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delivery_given_back_untouched_keeps_its_due_time() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("keep-due", opts(30_000, 5)).unwrap();
+    let due = q
+        .offer_with_outcome("x", Duration::ZERO, None)
+        .await
+        .unwrap()
+        .due_at;
+    let first = q.receive(WAIT).await.unwrap().expect("delivered");
+    assert_eq!(Some(first.due_at), due);
+    // The give-back comes later than the due time by the server's clock.
+    let now = c.server_time_ms().await.unwrap();
+    let later = || async { c.server_time_ms().await.unwrap() > now + 5 };
+    assert!(common::eventually(Duration::from_secs(5), later).await);
+    assert!(first.release().await.unwrap());
+    let again = q.receive(WAIT).await.unwrap().expect("given back");
+    assert_eq!((again.attempt, again.due_at), (1, first.due_at));
+    again.ack().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn receives_abandoned_at_any_instant_lose_nothing() {
     let server = RedisServer::start();

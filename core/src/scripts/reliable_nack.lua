@@ -18,9 +18,13 @@ if ARGV[6] == '1' and attempts >= settings().max_attempts then
 end
 local delay = tonumber(ARGV[4])
 if delay < 0 then delay = backoff_ms(attempts, tonumber(ARGV[5])) end
+local due = now + delay
+-- Given back untouched and at once, it keeps the due time it was delivered with (its
+-- lateness stays true), though it joins the end of the ready messages.
+if ARGV[6] == '0' and delay == 0 and fields['d'] then due = math.min(now, tonumber(fields['d'])) end
 local before = next_wake()
 -- Its bucket is no longer the one in a generated id: index it.
-place(fields['i'], INDEXED, attempts, now + delay, fields['p'], now)
+place(fields['i'], INDEXED, attempts, due, fields['p'], now)
 local after = next_wake()
 if after >= 0 and (before < 0 or after < before) then
   redis.call('PUBLISH', KEYS[7], ms_string(after))
