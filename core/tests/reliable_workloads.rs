@@ -629,6 +629,51 @@ async fn offers_tell_created_from_deduplicated_and_acked_ids_can_be_remembered()
     c.close();
 }
 
+/// The retentions end on time with no transfer task running: an acked id is offered anew
+/// once its idempotency retention is over, and a dead letter past its retention is neither
+/// listed, nor counted, nor requeued.
+#[tokio::test(flavor = "multi_thread")]
+async fn retentions_end_on_time_without_a_transfer_task() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let opts = ReliableQueueOptions {
+        idempotency_retention: Some(Duration::from_millis(300)),
+        dead_letter_retention: Some(Duration::from_millis(300)),
+        scheduler: delayq::SchedulerOptions {
+            enabled: false,
+            ..Default::default()
+        },
+        ..named(30_000, 1)
+    };
+    let q = c.reliable_queue("retained", opts).unwrap();
+    q.offer("done", Duration::ZERO, Some("k")).await.unwrap();
+    assert!(q.receive(WAIT).await.unwrap().unwrap().ack().await.unwrap());
+    let acked_at = server_ms(&c).await;
+    q.offer("dies", Duration::ZERO, Some("d")).await.unwrap();
+    assert!(q
+        .receive(WAIT)
+        .await
+        .unwrap()
+        .unwrap()
+        .nack(None)
+        .await
+        .unwrap());
+    let again = q.offer_with_outcome("done", Duration::ZERO, Some("k"));
+    assert!(!again.await.unwrap().created, "within the retention");
+    assert_eq!(q.stats().await.unwrap().dead, 1);
+
+    let past = || async { server_ms(&c).await > acked_at + 400 };
+    assert!(common::eventually(Duration::from_secs(5), past).await);
+    let again = q.offer_with_outcome("done", Duration::ZERO, Some("k"));
+    assert!(again.await.unwrap().created, "past the retention");
+    assert_eq!(q.stats().await.unwrap().dead, 0);
+    assert!(q.dead_letters(10).await.unwrap().is_empty());
+    assert_eq!(q.requeue_dead(Some(&["d".to_owned()])).await.unwrap(), 0);
+    let d = q.receive(WAIT).await.unwrap().expect("the new offer");
+    assert_eq!((d.id.as_str(), d.payload.as_slice()), ("k", &b"done"[..]));
+    c.close();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn dead_letters_keep_every_death_and_requeue_spares_live_ids() {
     let server = RedisServer::start();

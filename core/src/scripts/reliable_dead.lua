@@ -8,9 +8,12 @@
 -- ready or in flight: requeueing it would make two messages of one id). Once the latest is
 -- requeued, the one before takes its place, to be requeued when the id is not alive.
 local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
-  META, 'hash', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
+  META, 'hash', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash', ACKED, 'zset')
 if err then return err end
 local op = ARGV[3]
+-- Dead letters past their retention are gone, whether a transfer task runs or not.
+local now = now_ms()
+expire_retained(now, 1000)
 local function each_dead(limit, fn)
   local cursor = '0'
   local n = 0
@@ -37,7 +40,6 @@ if op == 'list' then
   end)
   return out
 elseif op == 'requeue' then
-  local now = now_ms()
   local ids = {}
   if #ARGV >= 4 then
     for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end

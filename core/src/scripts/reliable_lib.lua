@@ -494,6 +494,34 @@ local function forget_ids(ids, now)
   end
 end
 
+-- Forgets what the retention settings keep no longer, at most `batch` of each: acked ids
+-- kept for de-duplication, and dead letters whose time is up. The transfer task does it on
+-- every pass; the calls that read them do it first, so that a retention ends on time
+-- whether a transfer task runs or not.
+local function expire_retained(now, batch)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', ACKED, '-inf', now, 'LIMIT', 0, batch)) do
+    if redis.call('HGET', IDS, id) == 'a' then redis.call('HDEL', IDS, id) end
+    redis.call('ZREM', ACKED, id)
+  end
+  for _, field in ipairs(redis.call('ZRANGEBYSCORE', DEAD_UNTIL, '-inf', now, 'LIMIT', 0, batch)) do
+    redis.call('HDEL', DEAD, field)
+    redis.call('HDEL', DEAD_EARLIER, field)
+    redis.call('ZREM', DEAD_UNTIL, field)
+  end
+end
+
+-- Whether the acked id `id` is still kept for de-duplication at `now`; one whose time is up
+-- is forgotten here.
+local function acked_and_kept(id, now)
+  local until_ms = tonumber(redis.call('ZSCORE', ACKED, id))
+  if until_ms and until_ms <= now then
+    redis.call('HDEL', IDS, id)
+    redis.call('ZREM', ACKED, id)
+    return false
+  end
+  return true
+end
+
 -- The next time the transfer task has work: the first due time in 'near', or the time the
 -- first bucket of any level opens (its entries then cascade, or go to 'near'). -1 when
 -- nothing is delayed.

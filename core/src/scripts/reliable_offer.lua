@@ -4,7 +4,8 @@
 -- ARGV[4..] quadruples: delay ms, caller id ('' for a generated one), 16 random hex digits, payload
 -- Returns, per message, {id, 1 if created or 0 if the id was already waiting or in flight,
 -- the due time in server ms when created or -1}.
-local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash', META, 'hash')
+local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
+  META, 'hash', ACKED, 'zset')
 if err then return err end
 -- The settings seen here (the queue's, or this shard's copy) name the shards of the queue
 -- now; a handle that read an older count would write where no consumer reads.
@@ -35,7 +36,10 @@ for i = 4, #ARGV, 4 do
   -- A caller's id is in `ids` while its message waits, is ready or in flight; a generated
   -- one (offered again with the id its first offer returned) is in `ids` once ready, and
   -- while delayed is found where its due second says (as cancel finds it).
-  if flags == INDEXED and (redis.call('HEXISTS', IDS, id) == 1
+  -- An acked one ('a') is kept only for the idempotency retention.
+  local known = flags == INDEXED and redis.call('HGET', IDS, id)
+  if known == 'a' then known = acked_and_kept(id, now) end
+  if flags == INDEXED and (known
       or (bucket_of_generated(id) and take_delayed(id, true))) then
     out[#out + 1] = {id, 0, -1}
   else

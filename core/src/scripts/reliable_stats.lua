@@ -2,8 +2,10 @@
 -- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua.
 -- Returns {delayed, ready, in flight, dead}. The group's pending count comes from
 -- XINFO GROUPS, which does not walk the consumers.
-local err = wrong_type(READY, 'stream', DEAD, 'hash', META, 'hash')
+local err = wrong_type(READY, 'stream', DEAD, 'hash', META, 'hash', IDS, 'hash', ACKED, 'zset',
+  DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
 if err then return err end
+expire_retained(now_ms(), 1000) -- dead letters past their retention are not counted
 local delayed = tonumber(redis.call('HGET', META, 'delayed') or '0')
 local ready, inflight = 0, 0
 if redis.call('EXISTS', READY) == 1 then

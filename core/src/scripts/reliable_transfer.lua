@@ -140,13 +140,5 @@ if redis.call('EXISTS', READY) == 1 then
 end
 
 -- 4. Retention: acked ids kept for de-duplication, and dead letters, whose time is up.
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', ACKED, '-inf', now, 'LIMIT', 0, batch)) do
-  if redis.call('HGET', IDS, id) == 'a' then redis.call('HDEL', IDS, id) end
-  redis.call('ZREM', ACKED, id)
-end
-for _, field in ipairs(redis.call('ZRANGEBYSCORE', DEAD_UNTIL, '-inf', now, 'LIMIT', 0, batch)) do
-  redis.call('HDEL', DEAD, field)
-  redis.call('HDEL', DEAD_EARLIER, field)
-  redis.call('ZREM', DEAD_UNTIL, field)
-end
+expire_retained(now, batch)
 return {done, wake, now, buried, set_aside}
