@@ -679,7 +679,7 @@ async fn offer(
         }
         None => None,
     };
-    let q = state.reliable(&name)?;
+    let mut q = state.reliable(&name)?;
     // A message for a webhook gets its id here, so that its record is written before the
     // message exists (a delay of 0 could otherwise reach a worker first).
     let id = match (&req.id, &callback) {
@@ -719,6 +719,7 @@ async fn offer(
         }
     }
     let outcome = outcome?;
+    q.succeeded();
     state.saw(true, &name);
     let status = if outcome.created {
         StatusCode::CREATED
@@ -757,12 +758,14 @@ async fn cancel(
     auth::check(&state, &headers)?;
     no_body(&raw)?;
     check_id(&id)?;
-    let q = state.reliable(&name)?;
+    let mut q = state.reliable(&name)?;
     if !q.cancel(&id).await? {
         return Err(ApiError::not_found(format!(
             "no message {id:?} waiting in queue {name:?} (received, done, or never offered)"
         )));
     }
+    q.succeeded();
+    state.saw(true, &name);
     let _ = state
         .client
         .query::<i64>(redis::cmd("HDEL").arg(webhook::record_key(&name)).arg(&id))
@@ -804,12 +807,14 @@ async fn reschedule(
     let req: RescheduleRequest = body(&raw)?;
     check_id(&id)?;
     let delay = delay_of(req.delay_ms)?;
-    let q = state.reliable(&name)?;
+    let mut q = state.reliable(&name)?;
     let Some(due_at) = q.reschedule_due_at(&id, delay).await? else {
         return Err(ApiError::not_found(format!(
             "no message {id:?} waiting in queue {name:?}"
         )));
     };
+    q.succeeded();
+    state.saw(true, &name);
     Ok(Json(RescheduleResponse {
         rescheduled: true,
         due_at,
@@ -877,7 +882,7 @@ async fn receive(
     if wait > MAX_WAIT_MS {
         return Err(ApiError::invalid(format!("wait_ms is 0 to {MAX_WAIT_MS}")));
     }
-    let q = state.reliable(&name)?;
+    let mut q = state.reliable(&name)?;
     // If the client goes away mid-wait, this future is dropped and core gives back what
     // the server was handing over (receive is cancel-safe). When the service stops, the
     // wait ends at once the same way, and the answer is an empty list.
@@ -886,6 +891,7 @@ async fn receive(
         got = q.receive_many(max, Some(Duration::from_millis(wait))) => got?,
         _ = state.stop.cancelled() => Vec::new(),
     };
+    q.succeeded();
     state.saw(true, &name);
     let mut held = state.held.lock().unwrap();
     let deliveries = got
@@ -1182,8 +1188,10 @@ async fn requeue_dead(
     for id in req.ids.iter().flatten() {
         check_id(id)?;
     }
-    let q = state.reliable(&name)?;
+    let mut q = state.reliable(&name)?;
     let requeued = q.requeue_dead(req.ids.as_deref()).await?;
+    q.succeeded();
+    state.saw(true, &name);
     Ok(Json(RequeueResponse { requeued }))
 }
 
@@ -1206,7 +1214,7 @@ async fn purge_dead(
 ) -> ApiResult<Json<PurgeResponse>> {
     auth::check(&state, &headers)?;
     no_body(&raw)?;
-    let q = state.reliable(&name)?;
+    let mut q = state.reliable(&name)?;
     // The webhook records of the dead letters go with them.
     let ids: Vec<String> = q
         .dead_letters(100_000)
@@ -1215,6 +1223,8 @@ async fn purge_dead(
         .map(|d| d.id)
         .collect();
     let purged = q.purge_dead().await?;
+    q.succeeded();
+    state.saw(true, &name);
     for chunk in ids.chunks(1000) {
         let mut cmd = redis::cmd("HDEL");
         cmd.arg(webhook::record_key(&name)).arg(chunk);
@@ -1367,8 +1377,9 @@ async fn delayed_offer(
     let req: DelayedOfferRequest = body(&raw)?;
     let payload = payload_of(req.payload, req.payload_base64)?;
     let delay = delay_of(req.delay_ms)?;
-    let q = state.delayed(&name)?;
+    let mut q = state.delayed(&name)?;
     let due_at = q.offer(payload, delay).await?;
+    q.succeeded();
     state.saw(false, &name);
     Ok((StatusCode::CREATED, Json(DelayedOfferResponse { due_at })))
 }
@@ -1407,7 +1418,7 @@ async fn delayed_take(
     if wait > MAX_WAIT_MS {
         return Err(ApiError::invalid(format!("wait_ms is 0 to {MAX_WAIT_MS}")));
     }
-    let q = state.delayed(&name)?;
+    let mut q = state.delayed(&name)?;
     // Cancel-safe like receive: a take cut short by the service stopping gives back what
     // it was handed and answers `value: null`.
     let value = tokio::select! {
@@ -1415,6 +1426,7 @@ async fn delayed_take(
         value = q.take(Some(Duration::from_millis(wait))) => value?,
         _ = state.stop.cancelled() => None,
     };
+    q.succeeded();
     state.saw(false, &name);
     let answer = TakeResponse {
         value: value.as_deref().map(Payload::of),
@@ -1423,6 +1435,7 @@ async fn delayed_take(
         return Ok(Json(answer).into_response());
     };
     // An answer that is never written puts the value back at the head of the queue.
+    let q = q.handle();
     let give_back = move || {
         handover::spawn(async move {
             if let Err(e) = q.give_back(&value).await {

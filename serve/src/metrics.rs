@@ -329,11 +329,24 @@ pub(crate) async fn metrics(
         }
     }))
     .await;
+    // Core's counters of the queues listed above only: a request refused on a queue this
+    // service does not know keeps no handle on it, but core may have counted a pass of the
+    // transfer task the handle ran meanwhile, which would otherwise stay as a series of a
+    // queue shown nowhere else.
+    let mut core = delayq::metrics::snapshot();
+    core.queues.retain(|q| {
+        let list = if q.kind == delayq::metrics::QueueKind::Reliable {
+            &reliable
+        } else {
+            &delayed
+        };
+        list.iter().any(|(name, _)| *name == q.name)
+    });
     let mut registry = Registry::default();
     registry.register_collector(Box::new(Scrape {
         reliable,
         delayed,
-        core: delayq::metrics::snapshot(),
+        core,
     }));
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).expect("write to a String");

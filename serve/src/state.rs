@@ -26,14 +26,170 @@ pub(crate) struct Held {
     pub(crate) seq: u64,
 }
 
+/// A queue handle that can be closed (which stops its transfer task).
+pub(crate) trait Close: Clone {
+    fn close(&self);
+    fn name(&self) -> &str;
+}
+
+impl Close for ReliableQueue {
+    fn close(&self) {
+        ReliableQueue::close(self)
+    }
+    fn name(&self) -> &str {
+        ReliableQueue::name(self)
+    }
+}
+
+impl Close for DelayedQueue {
+    fn close(&self) {
+        DelayedQueue::close(self)
+    }
+    fn name(&self) -> &str {
+        DelayedQueue::name(self)
+    }
+}
+
+/// This process's handles on one kind of queue, with the requests using each.
+pub(crate) struct Handles<Q> {
+    map: Mutex<HashMap<String, Entry<Q>>>,
+    /// Names each handle made, so that a request ending finds its own.
+    made: AtomicU64,
+}
+
+struct Entry<Q> {
+    q: Q,
+    serial: u64,
+    /// Requests using it now.
+    users: usize,
+    /// Kept for good: a request on it succeeded, or the queue is known.
+    kept: bool,
+}
+
+impl<Q: Close> Handles<Q> {
+    fn new() -> Self {
+        Handles {
+            map: Default::default(),
+            made: AtomicU64::new(0),
+        }
+    }
+
+    fn kept(&self, name: &str) -> Option<Q> {
+        let map = self.map.lock().unwrap();
+        map.get(name).filter(|e| e.kept).map(|e| e.q.clone())
+    }
+
+    fn using(
+        self: &Arc<Self>,
+        name: &str,
+        make: impl FnOnce() -> delayq::Result<Q>,
+    ) -> delayq::Result<InUse<Q>> {
+        let mut map = self.map.lock().unwrap();
+        let entry = match map.get_mut(name) {
+            Some(e) => e,
+            None => {
+                let q = make()?;
+                let serial = self.made.fetch_add(1, Ordering::Relaxed);
+                map.entry(name.to_owned()).or_insert(Entry {
+                    q,
+                    serial,
+                    users: 0,
+                    kept: false,
+                })
+            }
+        };
+        entry.users += 1;
+        Ok(InUse {
+            q: entry.q.clone(),
+            serial: entry.serial,
+            handles: self.clone(),
+            succeeded: false,
+        })
+    }
+
+    fn hold(&self, name: &str, make: impl FnOnce() -> delayq::Result<Q>) -> delayq::Result<Q> {
+        let mut map = self.map.lock().unwrap();
+        if let Some(e) = map.get_mut(name) {
+            e.kept = true;
+            return Ok(e.q.clone());
+        }
+        let q = make()?;
+        let serial = self.made.fetch_add(1, Ordering::Relaxed);
+        map.insert(
+            name.to_owned(),
+            Entry {
+                q: q.clone(),
+                serial,
+                users: 0,
+                kept: true,
+            },
+        );
+        Ok(q)
+    }
+
+    /// Forgets the handle on `name` (requests using it finish with it). Whether there was one.
+    fn forget(&self, name: &str) -> bool {
+        self.map.lock().unwrap().remove(name).is_some()
+    }
+
+    /// A request using the handle `serial` on `name` ended: the handle is closed and
+    /// forgotten when no request uses it any more and none succeeded.
+    fn end(&self, name: &str, serial: u64, succeeded: bool) {
+        let mut map = self.map.lock().unwrap();
+        let Some(e) = map.get_mut(name).filter(|e| e.serial == serial) else {
+            return;
+        };
+        e.users -= 1;
+        e.kept |= succeeded;
+        if e.users == 0 && !e.kept {
+            let e = map.remove(name).expect("looked up above");
+            drop(map);
+            e.q.close();
+        }
+    }
+}
+
+/// A handle on a queue used by a request (see [`AppState::reliable`]).
+pub(crate) struct InUse<Q: Close> {
+    q: Q,
+    serial: u64,
+    handles: Arc<Handles<Q>>,
+    succeeded: bool,
+}
+
+impl<Q: Close> InUse<Q> {
+    /// The request succeeded: this process keeps the handle (and lists the queue).
+    pub(crate) fn succeeded(&mut self) {
+        self.succeeded = true;
+    }
+
+    /// The handle itself, to outlive the request (a give-back after the answer).
+    pub(crate) fn handle(&self) -> Q {
+        self.q.clone()
+    }
+}
+
+impl<Q: Close> std::ops::Deref for InUse<Q> {
+    type Target = Q;
+    fn deref(&self) -> &Q {
+        &self.q
+    }
+}
+
+impl<Q: Close> Drop for InUse<Q> {
+    fn drop(&mut self) {
+        self.handles.end(self.q.name(), self.serial, self.succeeded);
+    }
+}
+
 pub(crate) struct AppState {
     pub(crate) client: Client,
     pub(crate) config: Config,
     /// The `Host` headers it answers (DNS rebinding).
     pub(crate) hosts: crate::host::Hosts,
     pub(crate) stop: CancellationToken,
-    reliable: Mutex<HashMap<String, ReliableQueue>>,
-    delayed: Mutex<HashMap<String, DelayedQueue>>,
+    reliable: Arc<Handles<ReliableQueue>>,
+    delayed: Arc<Handles<DelayedQueue>>,
     pub(crate) held: Mutex<HashMap<String, Held>>,
     pub(crate) held_seq: AtomicU64,
     /// Redis server clock minus this machine's, in ms.
@@ -80,8 +236,8 @@ impl AppState {
             config,
             hosts,
             stop,
-            reliable: Default::default(),
-            delayed: Default::default(),
+            reliable: Arc::new(Handles::new()),
+            delayed: Arc::new(Handles::new()),
             held: Default::default(),
             held_seq: AtomicU64::new(0),
             clock_offset: AtomicI64::new(0),
@@ -89,19 +245,27 @@ impl AppState {
         }
     }
 
-    /// A handle on the reliable queue `name` (validated by core; nothing is sent to Redis).
-    /// The server's handles name no settings: they use the stored ones, and run the
-    /// queue's transfer task.
-    pub(crate) fn reliable(&self, name: &str) -> delayq::Result<ReliableQueue> {
-        let mut map = self.reliable.lock().unwrap();
-        if let Some(q) = map.get(name) {
-            return Ok(q.clone());
-        }
-        let q = self
-            .client
-            .reliable_queue(name, ReliableQueueOptions::default())?;
-        map.insert(name.to_owned(), q.clone());
-        Ok(q)
+    /// A handle on the reliable queue `name` (validated by core; nothing is sent to Redis)
+    /// for a mutating request: this process's handle, made now when there is none. A new
+    /// one runs the queue's transfer task while requests use it, and this process keeps it
+    /// once one of them succeeded ([`InUse::succeeded`]); when the last request using it
+    /// ends without success (a 409, a 404, a 503), it is closed and forgotten: a refused
+    /// request leaves no handle, transfer task, subscription or metric series behind. The
+    /// server's handles name no settings: they use the stored ones.
+    pub(crate) fn reliable(&self, name: &str) -> delayq::Result<InUse<ReliableQueue>> {
+        self.reliable.using(name, || {
+            self.client
+                .reliable_queue(name, ReliableQueueOptions::default())
+        })
+    }
+
+    /// This process's handle on the reliable queue `name`, made and kept now when there is
+    /// none: for a queue it knows (named, found, a webhook queue).
+    pub(crate) fn held_reliable(&self, name: &str) -> delayq::Result<ReliableQueue> {
+        self.reliable.hold(name, || {
+            self.client
+                .reliable_queue(name, ReliableQueueOptions::default())
+        })
     }
 
     /// Drops this process's handle on the reliable queue `name`, after its number of shards
@@ -109,21 +273,21 @@ impl AppState {
     /// and the queue's webhook workers start again with it. Calls under way finish with
     /// the old handle, which goes with them.
     pub(crate) fn renew_reliable(self: &Arc<Self>, name: &str) {
-        let old = self.reliable.lock().unwrap().remove(name);
-        if old.is_some() {
+        if self.reliable.forget(name) {
             self.webhooks.restart(self, name);
         }
     }
 
-    /// A handle on the delayed queue `name`.
-    pub(crate) fn delayed(&self, name: &str) -> delayq::Result<DelayedQueue> {
-        let mut map = self.delayed.lock().unwrap();
-        if let Some(q) = map.get(name) {
-            return Ok(q.clone());
-        }
-        let q = self.client.delayed_queue(name)?;
-        map.insert(name.to_owned(), q.clone());
-        Ok(q)
+    /// A handle on the delayed queue `name` for a mutating request, as
+    /// [`AppState::reliable`].
+    pub(crate) fn delayed(&self, name: &str) -> delayq::Result<InUse<DelayedQueue>> {
+        self.delayed.using(name, || self.client.delayed_queue(name))
+    }
+
+    /// This process's handle on the delayed queue `name`, made and kept now when there is
+    /// none: for a queue it knows.
+    fn held_delayed(&self, name: &str) -> delayq::Result<DelayedQueue> {
+        self.delayed.hold(name, || self.client.delayed_queue(name))
     }
 
     /// A handle for a read-only call (`GET`, `/metrics`, the dashboard). A queue this
@@ -133,11 +297,11 @@ impl AppState {
     /// unauthenticated `GET` of made-up names must not make the service hold a handle, a
     /// transfer task, a subscription and metric series for each of them for good.
     pub(crate) fn reliable_read(&self, name: &str) -> delayq::Result<ReliableQueue> {
-        if let Some(q) = self.reliable.lock().unwrap().get(name) {
-            return Ok(q.clone());
+        if let Some(q) = self.reliable.kept(name) {
+            return Ok(q);
         }
         if self.is_known(true, name) {
-            return self.reliable(name);
+            return self.held_reliable(name);
         }
         self.client.reliable_queue(
             name,
@@ -150,11 +314,11 @@ impl AppState {
 
     /// [`AppState::reliable_read`] for a delayed queue.
     pub(crate) fn delayed_read(&self, name: &str) -> delayq::Result<DelayedQueue> {
-        if let Some(q) = self.delayed.lock().unwrap().get(name) {
-            return Ok(q.clone());
+        if let Some(q) = self.delayed.kept(name) {
+            return Ok(q);
         }
         if self.is_known(false, name) {
-            return self.delayed(name);
+            return self.held_delayed(name);
         }
         self.client.delayed_queue_with(name, no_scheduler())
     }

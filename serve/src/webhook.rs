@@ -199,7 +199,7 @@ impl Webhooks {
         if running.contains_key(name) {
             return;
         }
-        let queue = match state.reliable(name) {
+        let queue = match state.held_reliable(name) {
             Ok(q) => q,
             Err(e) => {
                 tracing::warn!(queue = ?name, error = %Esc(&e), "not a queue name; no webhook workers");

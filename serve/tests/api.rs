@@ -477,6 +477,56 @@ async fn wrong_type_is_409_and_lost_redis_is_503() {
     env.stop().await;
 }
 
+/// A request refused on a queue the service does not hold (a 409: a key of the queue holds
+/// another type; a 404: nothing to cancel) keeps no handle on it: no transfer task left
+/// failing its passes (its subscription ends), no metric series, not listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_leaves_no_handle_or_transfer_task() {
+    let env = Env::start(config()).await;
+    // The delayed queue's list and the reliable queue's stream hold strings.
+    env.redis.cli(&["SET", "dwt", "a string"]);
+    env.redis.cli(&["SET", "{dq:rwt}:ready", "a string"]);
+    let payload = Some(json!({"payload": "x"}));
+    for (path, body, status) in [
+        ("/v1/delayed/dwt/messages", payload.clone(), 409),
+        ("/v1/delayed/dwt/take", None, 409),
+        ("/v1/queues/rwt/messages", payload.clone(), 409),
+        ("/v1/queues/rwt/receive", None, 409),
+        (
+            "/v1/queues/nowt/messages/m/reschedule",
+            Some(json!({"delay_ms": 5})),
+            404,
+        ),
+    ] {
+        let (s, e) = env.call("POST", path, body).await;
+        assert_eq!(s, status, "{path}: {e}");
+    }
+    let (s, e) = env.call("DELETE", "/v1/queues/nowt/messages/m", None).await;
+    assert_eq!(s, 404, "{e}");
+    // A queue used with success is held, with its transfer task subscribed.
+    let (s, _) = env.call("POST", "/v1/queues/okq/messages", payload).await;
+    assert_eq!(s, 201);
+    until(Duration::from_secs(10), || async {
+        (channels(&env, "okq").len() == 1 && channels(&env, "wt").is_empty()).then_some(())
+    })
+    .await;
+    let (_, text) = env.get_text("/metrics").await;
+    assert!(text.contains("queue=\"okq\""), "{text}");
+    assert!(
+        !text.contains("wt\""),
+        "no series of a refused queue: {text}"
+    );
+    let (_, all) = env.call("GET", "/v1/queues", None).await;
+    assert_eq!(
+        all["reliable"],
+        json!([all["reliable"][0].clone()]),
+        "{all}"
+    );
+    assert_eq!(all["reliable"][0]["name"], "okq", "{all}");
+    assert_eq!(all["delayed"], json!([]), "{all}");
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_token_the_service_is_read_only() {
     let env = Env::start(delayq_serve::Config {
