@@ -384,7 +384,11 @@ export declare class ReliableQueue {
   /** `consume(handler, { concurrency, signal })`: the same, with the options in one object. */
   consume(handler: (delivery: Delivery) => Promise<unknown> | unknown, options: ConsumeOptions): Promise<void>
   deliveries(options?: WaitOptions): AsyncGenerator<Delivery, void, undefined>
-  /** Closes this handle at once; deliveries already received can still be settled. */
+  /**
+   * Closes this handle at once; deliveries already received can still be settled. A running
+   * `consume` gives its handlers up to 1 s to end (settled as usual; the messages of those
+   * still running then go back) before it resolves.
+   */
   close(): void
   /**
    * The graceful close: consumers stop receiving, running handlers get up to `deadlineMs`

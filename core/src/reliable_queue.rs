@@ -1688,7 +1688,10 @@ impl ReliableQueue {
 
     /// Closes this handle at once: stops its share of the transfer task and fails later
     /// calls (and a pending `receive`) with [`Error::Closed`]; deliveries already received
-    /// can still be acked or nacked. Idempotent. See also [`ReliableQueue::close_gracefully`].
+    /// can still be acked or nacked. A running `consume` stops taking messages and gives
+    /// its handlers up to 1 s to end (settled as usual; the messages of those still running
+    /// then are given back) before it returns. Idempotent. See also
+    /// [`ReliableQueue::close_gracefully`].
     pub fn close(&self) {
         if self.inner.handle.is_closed() {
             return;

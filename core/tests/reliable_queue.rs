@@ -607,6 +607,59 @@ async fn consume_acks_on_success_and_retries_failures() {
     runner.await.unwrap().unwrap();
 }
 
+/// A close at once while handlers run: a handler whose work is done and whose outcome is
+/// on its way (a host's handler that returned, its reply crossing to the worker) is acked,
+/// not given back to be processed again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_close_at_once_acks_the_handlers_that_just_finished() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("close-now", opts(30_000, 5)).unwrap();
+    let n = 400u64;
+    q.offer_all((0..n).map(|i| (i.to_string(), Duration::ZERO, None)))
+        .await
+        .unwrap();
+    let finished = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let runner = {
+        let (q, finished) = (q.clone(), finished.clone());
+        tokio::spawn(async move {
+            let handler = move |d: delayq::Delivery| {
+                let finished = finished.clone();
+                async move {
+                    finished.lock().unwrap().push(d.id.clone());
+                    // The outcome's way to the worker (a host's reply crossing threads).
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    Ok::<(), String>(())
+                }
+            };
+            q.consume(handler, 32).await
+        })
+    };
+    let some = || async { finished.lock().unwrap().len() >= 64 };
+    assert!(common::eventually(Duration::from_secs(10), some).await);
+    q.close();
+    runner.await.unwrap().unwrap();
+
+    let done: std::collections::HashSet<String> =
+        finished.lock().unwrap().iter().cloned().collect();
+    let other = c.reliable_queue("close-now", opts(30_000, 5)).unwrap();
+    let (mut again, mut rest) = (Vec::new(), 0);
+    while let Some(d) = other.receive(Some(Duration::ZERO)).await.unwrap() {
+        if done.contains(&d.id) {
+            again.push(d.id.clone());
+        }
+        rest += 1;
+        d.ack().await.unwrap();
+    }
+    assert!(
+        again.is_empty(),
+        "finished before the close, yet back: {again:?}"
+    );
+    // Nothing else is held: every message was handled once or is back in the queue.
+    assert_eq!(rest + done.len(), n as usize);
+    c.close();
+}
+
 /// Handlers slower than the visibility timeout, one at a time: the messages received
 /// ahead wait in consume's buffer longer than their lease, which is kept while they wait.
 /// Each message is handled once, on its first attempt, and no lease is lost.

@@ -616,7 +616,8 @@ class ReliableQueue(_Reliable, _Closing):
 
     def close(self, deadline: Optional[Seconds] = None) -> None:
         """Closes this handle. Without `deadline`, at once: later calls (and a pending
-        receive) raise `ClosedError`, a running `consume` returns, deliveries already
+        receive) raise `ClosedError`, a running `consume` returns once its handlers
+        ended or 1 s passed (those still running then are given back), deliveries already
         received can still be acked or nacked. With `deadline` (seconds), gracefully and
         blocking until done: consumers stop receiving, handlers already running get up to
         `deadline` to finish and are acked or nacked, messages received but not handed to

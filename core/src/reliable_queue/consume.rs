@@ -16,8 +16,9 @@
 //!
 //! A graceful close stops the receiver, lets running handlers finish (up to the deadline),
 //! settles them, gives back the buffered deliveries no handler started, then closes. A
-//! consume call dropped before it returns (a cancelled task) does the same in a task of its
-//! own, with a grace of [`DROP_GRACE`] for its running handlers.
+//! close at once does the same with a grace of [`DROP_GRACE`] (the handle is closed at
+//! once; only the settling goes on), and so does a consume call dropped before it returns
+//! (a cancelled task), in a task of its own.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -223,15 +224,15 @@ impl ReliableQueue {
         let received = self.receive_into(&tx, &buffered, concurrency).await;
         drop(tx);
 
-        // Stopping: let the workers finish their handlers, up to the graceful deadline.
+        // Stopping: let the workers finish their handlers, up to the graceful deadline; a
+        // close at once gives them [`DROP_GRACE`], so that an outcome already on its way (a
+        // host's handler that just returned) is acked, not processed again.
         let mut held = on_drop.0.take().expect("held until now");
         let deadline = *self.inner.graceful_deadline.lock().expect("deadline lock");
-        let finished = match deadline {
-            Some(deadline) => tokio::time::timeout_at(deadline, drain(&mut held.workers))
-                .await
-                .is_ok(),
-            None => false,
-        };
+        let deadline = deadline.unwrap_or_else(|| Instant::now() + DROP_GRACE);
+        let finished = tokio::time::timeout_at(deadline, drain(&mut held.workers))
+            .await
+            .is_ok();
         if !finished {
             held.workers.abort_all();
             drain(&mut held.workers).await;

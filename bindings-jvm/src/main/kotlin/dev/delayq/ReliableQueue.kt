@@ -451,7 +451,8 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
     /**
      * Closes this handle at once (other handles on the queue are unaffected): later calls throw
-     * [ClosedException], a running [consume] returns; deliveries already received can still be
+     * [ClosedException], a running [consume] returns once its handlers ended or 1 s passed (the
+     * messages of those still running then go back); deliveries already received can still be
      * acked, nacked or extended. Idempotent.
      */
     override fun close() = native { ffi.closeHandle() }
