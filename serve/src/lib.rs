@@ -28,7 +28,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use api::ApiDoc;
 pub use host::{parse_allowed_hosts, ALLOWED_HOSTS_VAR};
-pub use webhook::{sign, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+pub use webhook::{
+    sign, ATTEMPT_HEADER, ID_HEADER, QUEUE_HEADER, SIGNATURE_HEADER, SIGNATURE_VERSION,
+    TIMESTAMP_HEADER,
+};
 
 /// What `delayq serve` is told.
 #[derive(Debug, Clone)]

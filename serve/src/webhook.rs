@@ -36,9 +36,19 @@ use crate::Config;
 /// The set of queues whose messages are delivered to webhooks.
 pub(crate) const REGISTRY_KEY: &str = "delayq:webhook-queues";
 
-/// Header with the signature: `v1=` and the hex HMAC-SHA256 of `"{timestamp}.{body}"`
-/// keyed with `DELAYQ_WEBHOOK_SECRET` (or, without it, with a random key of the process).
+/// Header with the signature: `v2=` and the hex HMAC-SHA256 of the request's timestamp, id,
+/// queue and attempt headers and its body ([`sign`]), keyed with `DELAYQ_WEBHOOK_SECRET`
+/// (or, without it, with a random key of the process).
 pub const SIGNATURE_HEADER: &str = "x-delayq-signature";
+/// The version of the signature scheme, before `=` in [`SIGNATURE_HEADER`]. (`v1` signed
+/// the timestamp and the body only.)
+pub const SIGNATURE_VERSION: &str = "v2";
+/// Header with the message id.
+pub const ID_HEADER: &str = "x-delayq-id";
+/// Header with the queue's name.
+pub const QUEUE_HEADER: &str = "x-delayq-queue";
+/// Header with the attempt (1 for the first).
+pub const ATTEMPT_HEADER: &str = "x-delayq-attempt";
 /// Header with the Unix time (seconds) the request was signed at.
 pub const TIMESTAMP_HEADER: &str = "x-delayq-timestamp";
 
@@ -82,11 +92,30 @@ pub(crate) fn redact_url(url: &str) -> String {
     }
 }
 
-/// The signature of a webhook request: hex HMAC-SHA256 of `"{timestamp}.{body}"`.
-pub fn sign(secret: &[u8], timestamp: u64, body: &[u8]) -> String {
+/// The signature of a webhook request: the hex HMAC-SHA256 of its timestamp, message id,
+/// queue name and attempt (the values of its `x-delayq-*` headers) and its body, each
+/// followed by a line feed but the body: `"{timestamp}\n{id}\n{queue}\n{attempt}\n{body}"`.
+/// A header value cannot hold a line feed, so no two requests sign the same text (a `.`
+/// could be in an id or a queue's name). A request replayed with another id, for another
+/// queue or as another attempt does not verify.
+pub fn sign(
+    secret: &[u8],
+    timestamp: u64,
+    id: &str,
+    queue: &str,
+    attempt: u32,
+    body: &[u8],
+) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key length");
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
+    for field in [
+        timestamp.to_string().as_bytes(),
+        id.as_bytes(),
+        queue.as_bytes(),
+        attempt.to_string().as_bytes(),
+    ] {
+        mac.update(field);
+        mac.update(b"\n");
+    }
     mac.update(body);
     hex::encode(mac.finalize().into_bytes())
 }
@@ -307,15 +336,22 @@ async fn deliver(
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs();
-    let signature = sign(&state.webhooks.key, timestamp, &d.payload);
+    let signature = sign(
+        &state.webhooks.key,
+        timestamp,
+        &d.id,
+        queue.name(),
+        d.attempt,
+        &d.payload,
+    );
     let request = http
         .post(&record.url)
         .header("content-type", content_type(&d.payload))
-        .header("x-delayq-id", &d.id)
-        .header("x-delayq-queue", queue.name())
-        .header("x-delayq-attempt", d.attempt.to_string())
+        .header(ID_HEADER, &d.id)
+        .header(QUEUE_HEADER, queue.name())
+        .header(ATTEMPT_HEADER, d.attempt.to_string())
         .header(TIMESTAMP_HEADER, timestamp.to_string())
-        .header(SIGNATURE_HEADER, format!("v1={signature}"));
+        .header(SIGNATURE_HEADER, format!("{SIGNATURE_VERSION}={signature}"));
     record.attempts = d.attempt;
     // The lease is kept while the endpoint takes its time (up to the webhook timeout).
     let sent = d.while_leased(request.body(d.payload.clone()).send()).await;
@@ -407,11 +443,16 @@ mod tests {
     }
 
     #[test]
-    fn signature_is_hmac_sha256_of_timestamp_dot_body() {
-        // printf '1700000000.hello' | openssl dgst -sha256 -hmac secret
+    fn signature_is_hmac_sha256_of_the_headers_and_body_on_lines() {
+        // printf '1700000000\nord-1\nhooks\n1\nhello' | openssl dgst -sha256 -hmac secret
         assert_eq!(
-            sign(b"secret", 1_700_000_000, b"hello"),
-            "47b1df0ab12338b2685470b0d2b37033add7c3b2bc8172f313e77413f1bb78c8"
+            sign(b"secret", 1_700_000_000, "ord-1", "hooks", 1, b"hello"),
+            "1c62bb1e8239ba01e4fbb15bf9eac4282e9571f867830b1279b697123370f1fe"
+        );
+        // An id and a queue name split elsewhere are another text.
+        assert_ne!(
+            sign(b"secret", 1, "a.b", "c", 1, b""),
+            sign(b"secret", 1, "a", "b.c", 1, b"")
         );
     }
 }

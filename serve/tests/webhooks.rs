@@ -124,14 +124,15 @@ async fn a_2xx_acks_and_the_signature_verifies() {
         .unwrap()
         .as_secs();
     assert!(ts.abs_diff(now) < 60);
-    // What a receiver does: recompute the HMAC over "timestamp.body" with the secret.
+    // What a receiver does: recompute the HMAC over the headers and body with the secret
+    // (the documented recipes: `the_documented_recipes_verify_a_request`).
     let expected = format!(
-        "v1={}",
-        delayq_serve::sign(SECRET.as_bytes(), ts, &got.body)
+        "v2={}",
+        delayq_serve::sign(SECRET.as_bytes(), ts, &id, "hooks", 1, &got.body)
     );
     assert_eq!(h(delayq_serve::SIGNATURE_HEADER), expected);
     assert_ne!(
-        delayq_serve::sign(b"another secret", ts, &got.body),
+        delayq_serve::sign(b"another secret", ts, &id, "hooks", 1, &got.body),
         expected[3..],
         "another key gives another signature"
     );
@@ -444,11 +445,12 @@ async fn without_a_secret_requests_are_signed_with_a_random_key() {
     let mut hook = endpoint().await;
     let mut signatures = Vec::new();
     for body in ["same body", "same body"] {
+        // The same id both times (the first is acked before the second is offered).
         let (s, _) = env
             .call(
                 "POST",
                 "/v1/queues/randkey/messages",
-                Some(json!({"payload": body, "callback_url": format!("{}/ok", hook.url)})),
+                Some(json!({"payload": body, "id": "same", "callback_url": format!("{}/ok", hook.url)})),
             )
             .await;
         assert_eq!(s, 201);
@@ -462,18 +464,26 @@ async fn without_a_secret_requests_are_signed_with_a_random_key() {
                 .to_owned()
         };
         let signature = h(delayq_serve::SIGNATURE_HEADER);
-        let hex = signature.strip_prefix("v1=").expect("v1=<hex>");
+        let hex = signature.strip_prefix("v2=").expect("v2=<hex>");
         assert!(
             hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
             "{signature}"
         );
         let ts: u64 = h(delayq_serve::TIMESTAMP_HEADER).parse().unwrap();
         for guess in [&b""[..], SECRET.as_bytes(), &[0u8; 32][..]] {
-            assert_ne!(delayq_serve::sign(guess, ts, &got.body), hex);
+            assert_ne!(
+                delayq_serve::sign(guess, ts, "same", "randkey", 1, &got.body),
+                hex
+            );
         }
         signatures.push((ts, hex.to_owned()));
+        // Acked (its record deleted after the ack) before the id is offered again.
+        until(Duration::from_secs(10), || async {
+            (env.redis.cli(&["HLEN", "{dq:randkey}:webhook"]) == "0").then_some(())
+        })
+        .await;
     }
-    // One key for the process: the same body at the same second gets the same signature.
+    // One key for the process: the same request at the same second gets the same signature.
     if signatures[0].0 == signatures[1].0 {
         assert_eq!(signatures[0].1, signatures[1].1);
     }
@@ -648,6 +658,123 @@ async fn a_refused_offer_leaves_no_webhook_record() {
             "{e}"
         );
         assert_eq!(env.keys(), before, "nothing written");
+    }
+    env.stop().await;
+}
+
+/// The code block of `docs/serve.md` that starts with ```` ```{lang} ```` in the webhooks'
+/// "Verifying a request".
+fn documented(lang: &str) -> String {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/serve.md")).unwrap();
+    let section = &doc[doc.find("Verifying a request").expect("the recipes")..];
+    let start = section.find(&format!("```{lang}\n")).expect("the block") + lang.len() + 4;
+    let len = section[start..].find("```").unwrap();
+    section[start..start + len].to_owned()
+}
+
+/// A request the service sent verifies by the recipes of docs/serve.md, run as they are
+/// written (Python, openssl), and fails with any signed part changed: another id (which
+/// would pass a receiver's de-duplication), queue, attempt, timestamp or body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_recipes_verify_a_request_and_refuse_a_tampered_one() {
+    let env = Env::start(hook_config()).await;
+    let mut hook = endpoint().await;
+    let (s, e) = env
+        .call(
+            "POST",
+            "/v1/queues/signed/messages",
+            Some(json!({"payload": "{\"order\":42}", "id": "order.42", "callback_url": format!("{}/ok", hook.url)})),
+        )
+        .await;
+    assert_eq!(s, 201, "{e}");
+    let got = next(&mut hook.rx).await;
+    let headers: serde_json::Map<String, serde_json::Value> = got
+        .headers
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("x-delayq-"))
+        .map(|(name, value)| (name.to_string(), json!(value.to_str().unwrap())))
+        .collect();
+    assert_eq!(headers.len(), 5, "{headers:?}");
+    assert_eq!(headers["x-delayq-id"], "order.42");
+    let body = String::from_utf8(got.body.to_vec()).unwrap();
+    // The request as sent, then each signed part changed.
+    let mut variants = vec![(json!(headers), body.clone())];
+    for (name, value) in [
+        ("x-delayq-id", "order.43"),
+        ("x-delayq-queue", "other"),
+        ("x-delayq-attempt", "2"),
+    ] {
+        let mut h = headers.clone();
+        h.insert(name.into(), json!(value));
+        variants.push((json!(h), body.clone()));
+    }
+    // An id and queue split at another dot.
+    let mut h = headers.clone();
+    h.insert("x-delayq-id".into(), json!("order"));
+    h.insert("x-delayq-queue".into(), json!("42.signed"));
+    variants.push((json!(h), body.clone()));
+    let ts: u64 = headers["x-delayq-timestamp"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut h = headers.clone();
+    h.insert("x-delayq-timestamp".into(), json!((ts - 1).to_string()));
+    variants.push((json!(h), body.clone()));
+    variants.push((json!(headers), body.replace("42", "43")));
+
+    // Python: the documented `verify`, on every variant.
+    let harness = format!(
+        "{}\nimport json, sys\nsecret, variants = json.load(sys.stdin)\n\
+         print(json.dumps([verify(secret.encode(), h, b.encode()) for h, b in variants]))\n",
+        documented("python")
+    );
+    let input = serde_json::to_vec(&json!([SECRET, variants])).unwrap();
+    let mut python = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(&harness)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    use std::io::Write;
+    python.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = python.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let verdicts: Vec<bool> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut expected = vec![false; variants.len()];
+    expected[0] = true;
+    assert_eq!(verdicts, expected, "the request as sent, then tampered");
+
+    // openssl: the documented line, with the request's values; its hex is the signature.
+    let line = documented("sh")
+        .lines()
+        .find(|l| l.contains("openssl dgst"))
+        .unwrap()
+        .to_owned();
+    let signature = headers["x-delayq-signature"].as_str().unwrap();
+    for (i, (h, b)) in variants.iter().enumerate() {
+        let value = |name: &str| h[name].as_str().unwrap().to_owned();
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&line)
+            .env("TS", value("x-delayq-timestamp"))
+            .env("ID", value("x-delayq-id"))
+            .env("QUEUE", value("x-delayq-queue"))
+            .env("ATTEMPT", value("x-delayq-attempt"))
+            .env("BODY", b)
+            .env("DELAYQ_WEBHOOK_SECRET", SECRET)
+            .output()
+            .expect("sh and openssl");
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let hex = text.trim().rsplit("= ").next().unwrap();
+        assert_eq!(
+            signature == format!("v2={hex}"),
+            i == 0,
+            "variant {i}: {text} against {signature}"
+        );
     }
     env.stop().await;
 }
