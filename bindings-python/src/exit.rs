@@ -7,8 +7,8 @@
 //! goes back, and the thread waits for the process to end, as a daemon thread blocked in
 //! C does), every live client is closed, and the hook waits, the GIL released, for the
 //! threads already in Python through [`attach`] (a running `consume` handler) and the sync
-//! calls that started before. The thread that runs the hook goes on as usual (later hooks
-//! may use delayq).
+//! calls that started before (what awaited calls took and nobody claimed went back first).
+//! The thread that runs the hook goes on as usual (later hooks may use delayq).
 
 use delayq::host::exit::ExitGate;
 use pyo3::prelude::*;
@@ -28,9 +28,13 @@ pub fn attach<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
     GATE.enter(|| Python::try_attach(f)).flatten()
 }
 
-/// The `atexit` hook.
+/// The `atexit` hook. First, while the clients are open, what awaited calls took and left
+/// unclaimed goes back (asyncio tasks that will never run again: their loop was closed
+/// without cancelling them).
 #[pyfunction]
 fn at_exit(py: Python<'_>) {
+    let unclaimed = delayq::handover::give_back_unclaimed(delayq::bridge::EXIT_LIMIT);
+    py.detach(|| crate::runtime::runtime().block_on(unclaimed));
     GATE.close();
     py.detach(|| GATE.wait_until_left());
 }

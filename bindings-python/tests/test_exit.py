@@ -8,7 +8,9 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -163,3 +165,52 @@ def test_exit_with_work_under_way(program: str, url: str, name: str) -> None:
     assert not failed, (
         f"{len(failed)} of {RUNS} runs failed; the first (run, (code, stdout, stderr)): {failed[0]}"
     )
+
+
+LEFT_ON_A_CLOSED_LOOP = """
+import asyncio, sys, delayq
+
+url, name = sys.argv[1], sys.argv[2]
+sync = delayq.Client(url)
+
+
+async def connect():
+    return delayq.asyncio.Client(url)
+
+
+loop = asyncio.new_event_loop()
+client = loop.run_until_complete(connect())
+q = client.delayed_queue(name)
+task = loop.create_task(q.take(30))
+loop.run_until_complete(asyncio.sleep(0.2))
+loop.close()  # the task is left pending: it will never run again
+sync.delayed_queue(name).offer(b"v1", 0)
+print("offered", flush=True)
+sys.stdin.readline()  # until the take got the value
+print("end")
+"""
+
+
+def test_a_value_taken_for_a_task_left_on_a_closed_loop_goes_back_at_exit(
+    redis_server: Any, name: str
+) -> None:
+    """A loop closed without cancelling its tasks never claims what they took: the value
+    goes back to the queue when the process exits, not lost with the task."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", LEFT_ON_A_CLOSED_LOOP, redis_server.url, name],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline() == "offered\n"
+    # The take has the value once neither the delayed set nor the list holds it.
+    timeout_set = f"redisson_delay_queue_timeout:{{{name}}}"
+    deadline = time.monotonic() + 10
+    while (redis_server.cli("LLEN", name), redis_server.cli("ZCARD", timeout_set)) != ("0", "0"):
+        assert time.monotonic() < deadline, "the take never got the value"
+        time.sleep(0.01)
+    out, err = child.communicate("go\n", timeout=30)
+    assert (child.returncode, out, err) == (0, "end\n", "")
+    assert redis_server.cli("LRANGE", name, "0", "-1") == "v1"

@@ -24,6 +24,9 @@ type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// What a handover holds: something taken from a queue that goes back when nobody claims
 /// it.
 pub trait Taken: Send + 'static {
+    /// Whether it may hold something to give back (listed for [`give_back_unclaimed`]).
+    const HOLDS: bool = true;
+
     /// Gives it back to its queue. Errors are logged, not returned: nobody is left to
     /// receive them.
     fn give_back(self) -> BoxFuture;
@@ -34,6 +37,8 @@ pub trait Taken: Send + 'static {
 pub struct Plain<T>(pub T);
 
 impl<T: Send + 'static> Taken for Plain<T> {
+    const HOLDS: bool = false;
+
     fn give_back(self) -> BoxFuture {
         Box::pin(async {})
     }
@@ -88,6 +93,8 @@ impl Taken for Vec<Delivery> {
 /// What [`Handover::consume`] hands over: nothing (core's consume gives back its own
 /// deliveries when it stops).
 impl Taken for () {
+    const HOLDS: bool = false;
+
     fn give_back(self) -> BoxFuture {
         Box::pin(async {})
     }
@@ -135,6 +142,63 @@ struct Shared<T> {
 impl<T> Shared<T> {
     fn lock(&self) -> std::sync::MutexGuard<'_, State<T>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A handover's outcome, seen from [`give_back_unclaimed`].
+trait Unclaimed: Send + Sync {
+    /// Ends the handover if its outcome waits unclaimed: what it took, to give back.
+    fn take_unclaimed(&self) -> Option<BoxFuture>;
+}
+
+impl<T: Taken> Unclaimed for Shared<T> {
+    fn take_unclaimed(&self) -> Option<BoxFuture> {
+        let mut state = self.lock();
+        if !matches!(*state, State::Ready(Ok(_))) {
+            return None;
+        }
+        let State::Ready(Ok(taken)) = std::mem::replace(&mut *state, State::Ended) else {
+            unreachable!("checked above")
+        };
+        self.ready.notify_one();
+        Some(taken.give_back())
+    }
+}
+
+/// The handovers that may hold something, weakly: a host whose caller objects are never
+/// freed (an asyncio task left on a loop closed without cancelling it) would keep what
+/// they took until the process ends, and then lose it.
+static LIVE: Mutex<Vec<std::sync::Weak<dyn Unclaimed>>> = Mutex::new(Vec::new());
+
+fn register(shared: std::sync::Weak<dyn Unclaimed>) {
+    let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+    // Forget the ended ones now and then: the list stays about as long as the live ones.
+    if live.len() >= 64 && live.len().is_power_of_two() {
+        live.retain(|h| h.strong_count() > 0);
+    }
+    live.push(shared);
+}
+
+/// Gives back what every handover still holds unclaimed, waiting up to `limit`: for a host
+/// that exits (its callers will claim nothing now). A later claim finds [`Claim::Ended`].
+pub async fn give_back_unclaimed(limit: Duration) {
+    let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(PoisonError::into_inner));
+    let backs: Vec<BoxFuture> = (live.iter())
+        .filter_map(|h| h.upgrade()?.take_unclaimed())
+        .collect();
+    if backs.is_empty() {
+        return;
+    }
+    let n = backs.len();
+    if tokio::time::timeout(limit, futures_util::future::join_all(backs))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            count = n,
+            ?limit,
+            "could not give back in time what callers left unclaimed at exit"
+        );
     }
 }
 
@@ -204,6 +268,10 @@ impl<T: Taken> Handover<T> {
             ready: tokio::sync::Notify::new(),
             runtime: runtime.clone(),
         });
+        if T::HOLDS {
+            let weak: std::sync::Weak<dyn Unclaimed> = Arc::downgrade(&shared) as _;
+            register(weak);
+        }
         let task_shared = shared.clone();
         let task = runtime.spawn(async move {
             let outcome = crate::error::caught(call).await;
