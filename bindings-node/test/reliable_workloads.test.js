@@ -64,7 +64,7 @@ test('settings belong to the queue, not to a handle', async () => {
 
     // A handle naming other settings fails on its first call...
     const qc = c.reliableQueue(name, { visibilityTimeoutMs: 30_000, maxAttempts: 2 });
-    await assert.rejects(qc.stats(), (err) => err.code === 'ERR_DELAYQ_INVALID_ARGUMENT' && /visibility_ms is 40000/.test(err.message));
+    await assert.rejects(qc.stats(), (err) => err.code === 'ERR_DELAYQ_INVALID_ARGUMENT' && /visibility timeout is 40000 ms/.test(err.message));
     // ...unless it updates them, which every handle then sees.
     const qd = c.reliableQueue(name, { maxAttempts: 3n, updateSettings: true });
     assert.equal((await qd.settings()).maxAttempts, 3);

@@ -53,7 +53,7 @@ def test_settings_belong_to_the_queue_not_to_a_handle(url: str, name: str) -> No
 
         # A handle that names other settings fails on its first call...
         qc = c.reliable_queue(name, visibility_timeout=30, max_attempts=2)
-        with pytest.raises(delayq.InvalidArgument, match="visibility_ms is 40000"):
+        with pytest.raises(delayq.InvalidArgument, match="visibility timeout is 40000 ms"):
             qc.stats()
         # ...unless it updates them, which every handle then sees.
         qd = c.reliable_queue(name, max_attempts=3, update_settings=True)

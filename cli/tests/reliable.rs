@@ -132,7 +132,7 @@ fn cancel_reschedule_and_dead_letters_from_the_command_line() {
         &["reliable", "stats", "cmd", "--visibility-ms", "999"],
     );
     assert_eq!(refused.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("visibility_ms is 200"));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("visibility timeout is 200 ms"));
     let id = text(&delayq(
         &server,
         &["reliable", "offer", "cmd", "600000", "later"],

@@ -63,7 +63,7 @@ async fn settings_belong_to_the_queue_not_to_a_handle() {
     let err = qc.stats().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(
-        err.to_string().contains("visibility_ms is 40000"),
+        err.to_string().contains("visibility timeout is 40000 ms"),
         "names the difference: {err}"
     );
     assert!(

@@ -25,7 +25,11 @@ if mode ~= 'get' and not (named == 0 and redis.call('EXISTS', SETTINGS) == 0) th
       if mode == 'update' then
         redis.call('HSET', SETTINGS, ARGV[i], ARGV[i + 1])
       else
-        conflicts[#conflicts + 1] = ARGV[i] .. ' is ' .. stored .. ' in Redis, this handle names ' .. ARGV[i + 1]
+        local what, unit = ARGV[i], ''
+        if string.sub(what, -3) == '_ms' then what, unit = string.sub(what, 1, -4), ' ms' end
+        -- In words, not the stored field: each language names the setting its own way.
+        what = string.gsub(string.gsub(what, '^visibility$', 'visibility timeout'), '_', ' ')
+        conflicts[#conflicts + 1] = what .. ' is ' .. stored .. unit .. ' in Redis, this handle names ' .. ARGV[i + 1] .. unit
       end
     elseif not stored then
       redis.call('HSET', SETTINGS, ARGV[i], ARGV[i + 1])

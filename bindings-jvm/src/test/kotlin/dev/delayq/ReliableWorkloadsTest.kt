@@ -67,7 +67,7 @@ class ReliableWorkloadsTest {
                 // A handle naming other settings fails on its first call...
                 val qc = b.reliableQueue(name, ReliableQueueOptions(visibilityTimeout = Duration.ofSeconds(30)))
                 val e = assertThrows<InvalidArgumentException> { qc.stats() }
-                assertTrue(e.message!!.contains("visibility_ms is 40000"), e.message)
+                assertTrue(e.message!!.contains("visibility timeout is 40000 ms"), e.message)
                 // ...unless it updates them, which every handle then sees.
                 val qd = b.reliableQueue(
                     name,
