@@ -1175,7 +1175,14 @@ impl Connection {
                 "to connect to the cluster",
                 cluster.get_async_connection(),
             )
-            .await?;
+            .await
+            .map_err(|e| match e.to_string().contains("cluster support disabled") {
+                // A server that answers but is no cluster node: the option is the mistake.
+                true => Error::invalid(format!(
+                    "the server is not in cluster mode ({e}): connect without the cluster option, or to a node of a cluster"
+                )),
+                false => e,
+            })?;
             let seeds = opts
                 .urls
                 .iter()

@@ -82,6 +82,18 @@ async fn a_cluster_node_reached_as_one_server_says_to_use_the_cluster_option() {
     );
 }
 
+/// The reverse mistake: the cluster option with a server that is no cluster node.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cluster_option_with_a_plain_server_says_it_is_no_cluster() {
+    let server = common::RedisServer::start();
+    let e = match Client::connect_with(delayq::ClientOptions::cluster([server.url()])).await {
+        Ok(_) => panic!("a plain server accepted as a cluster"),
+        Err(e) => e,
+    };
+    assert_eq!(e.kind(), delayq::ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("not in cluster mode"), "{e}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn blocking_calls_on_a_cluster_outlast_the_response_time_limit() {
     let cluster = Cluster::start();
