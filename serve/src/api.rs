@@ -631,7 +631,9 @@ pub(crate) struct OfferRequest {
     /// Your id (1 to 256 bytes): an offer with an id still waiting or in flight creates
     /// nothing (`created: false`). Default: a generated one.
     id: Option<String>,
-    /// POST the message to this http(s) URL when due (see docs/serve.md, webhooks).
+    /// POST the message to this http(s) URL when due (see docs/serve.md, webhooks). A queue
+    /// holds either messages with a `callback_url` (a webhook queue) or messages without;
+    /// the first offer to an empty queue decides which (409 `conflict` otherwise).
     callback_url: Option<String>,
 }
 
@@ -652,7 +654,8 @@ pub(crate) struct OfferResponse {
     responses((status = 201, body = OfferResponse, description = "Created"),
         (status = 200, body = OfferResponse, description = "De-duplicated by id"),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+        (status = 409, body = ErrorBody, description = "`wrong_type`: a key of the queue holds another Redis type; `conflict`: the offer would put webhook and plain messages in one queue (with `callback_url` to a queue that is no webhook queue and holds messages, or without it to a webhook queue that holds messages; the first offer to an empty queue decides its kind). Nothing was stored"),
+        (status = 503, body = ErrorBody)))]
 async fn offer(
     State(state): AppStateRef,
     Path(name): Path<String>,
@@ -680,6 +683,32 @@ async fn offer(
         None => None,
     };
     let mut q = state.reliable(&name)?;
+    // The queue's kind (webhook queue or not) fits this offer, or is changed while it
+    // holds nothing; the offer is made under the lock of the kind, so that no offer of
+    // this process changes the kind between its check and its message.
+    let kind_lock = state.webhooks.kind_lock(&name);
+    let mut shared = Some(kind_lock.read().await);
+    let mut exclusive = None;
+    let webhook = callback.is_some();
+    // A change of kind taken back when the offer is refused: the queue was (true) or was
+    // not (false) a webhook queue before.
+    let mut undo = None;
+    if state.webhooks.is_registered(&state, &name).await? != webhook {
+        shared = None;
+        exclusive = Some(kind_lock.write().await);
+        let registered = state.webhooks.is_registered(&state, &name).await?;
+        if registered != webhook {
+            check_kind_change(&q, &name, webhook).await?;
+            let changed = if webhook {
+                state.webhooks.add(&state, &name).await?
+            } else {
+                state.webhooks.remove(&state, &name).await?
+            };
+            if changed {
+                undo = Some(registered);
+            }
+        }
+    }
     // A message for a webhook gets its id here, so that its record is written before the
     // message exists (a delay of 0 could otherwise reach a worker first).
     let id = match (&req.id, &callback) {
@@ -695,6 +724,20 @@ async fn offer(
         wrote = state.webhooks.record(&state, &name, id, url, false).await?;
     }
     let outcome = q.offer_with_outcome(payload, delay, id.as_deref()).await;
+    if let (Err(e), Some(was)) = (&outcome, undo) {
+        // Refused (not a reply lost, when the message may be stored): the queue's kind is
+        // what it was.
+        if !matches!(
+            e.kind(),
+            delayq::ErrorKind::Connection | delayq::ErrorKind::Timeout
+        ) {
+            let _ = if was {
+                state.webhooks.add(&state, &name).await
+            } else {
+                state.webhooks.remove(&state, &name).await
+            };
+        }
+    }
     if let (Some(url), Some(id)) = (&callback, &id) {
         match &outcome {
             Ok(_) => {
@@ -718,6 +761,7 @@ async fn offer(
             Err(_) => {}
         }
     }
+    drop((shared, exclusive));
     let outcome = outcome?;
     q.succeeded();
     state.saw(true, &name);
@@ -734,6 +778,37 @@ async fn offer(
             due_at: outcome.due_at,
         }),
     ))
+}
+
+/// Refuses (409 `conflict`) to make queue `name` a webhook queue (`webhook`) or a plain one
+/// while it holds messages: a queue's messages all go to webhooks or all to receive.
+async fn check_kind_change(q: &delayq::ReliableQueue, name: &str, webhook: bool) -> ApiResult<()> {
+    let s = q.stats().await?;
+    let held = s.delayed + s.ready + s.in_flight + s.dead;
+    if held == 0 {
+        return Ok(());
+    }
+    let counts = format!(
+        "{held} message(s): {} delayed, {} ready, {} in flight, {} dead",
+        s.delayed, s.ready, s.in_flight, s.dead
+    );
+    Err(ApiError::conflict(if webhook {
+        format!(
+            "queue {name:?} is not a webhook queue and holds {counts}, offered without \
+             callback_url, which receive hands out: a queue's messages all go to webhooks or \
+             all to receive, so offer messages with callback_url to a queue of their own (one \
+             that holds nothing yet), or to this one once it holds nothing (dead letters \
+             included); nothing was stored"
+        )
+    } else {
+        format!(
+            "queue {name:?} is a webhook queue (its messages are POSTed to their callback_url) \
+             and holds {counts}: a message without callback_url there would end in the dead \
+             letters, so give it a callback_url or offer it to another queue; a webhook queue \
+             becomes a plain one again when an offer without callback_url finds it holding \
+             nothing (dead letters included); nothing was stored"
+        )
+    }))
 }
 
 /// A message was cancelled.
@@ -865,7 +940,8 @@ pub(crate) struct ReceiveResponse {
     params(("name" = String, Path)), request_body = Option<ReceiveRequest>, security(("bearer" = [])),
     responses((status = 200, body = ReceiveResponse),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+        (status = 409, body = ErrorBody, description = "`conflict`: a webhook queue, whose messages go to their `callback_url`; `wrong_type`: a key of the queue holds another Redis type"),
+        (status = 503, body = ErrorBody)))]
 async fn receive(
     State(state): AppStateRef,
     Path(name): Path<String>,
@@ -881,6 +957,14 @@ async fn receive(
     let wait = req.wait_ms.unwrap_or(0);
     if wait > MAX_WAIT_MS {
         return Err(ApiError::invalid(format!("wait_ms is 0 to {MAX_WAIT_MS}")));
+    }
+    if state.webhooks.is_registered(&state, &name).await? {
+        return Err(ApiError::conflict(format!(
+            "queue {name:?} is a webhook queue: its messages are POSTed to their callback_url \
+             by the service's webhook workers, not handed out by receive; it becomes a plain \
+             queue again when an offer without callback_url finds it holding nothing (dead \
+             letters included)"
+        )));
     }
     let mut q = state.reliable(&name)?;
     // If the client goes away mid-wait, this future is dropped and core gives back what

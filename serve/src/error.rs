@@ -27,8 +27,8 @@ pub(crate) struct ErrorBody {
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct ErrorDetail {
     /// `invalid_argument` (400, 413), `unauthorized` (401), `read_only`, `cross_site`,
-    /// `host_not_allowed` (403), `not_found` (404), `method_not_allowed` (405), `wrong_type`
-    /// (409), `connection`, `timeout`, `closed` (503), `server` (500).
+    /// `host_not_allowed` (403), `not_found` (404), `method_not_allowed` (405), `wrong_type`,
+    /// `conflict` (409), `connection`, `timeout`, `closed` (503), `server` (500).
     kind: String,
     message: String,
 }
@@ -38,6 +38,15 @@ impl ApiError {
         ApiError {
             status: StatusCode::BAD_REQUEST,
             kind: "invalid_argument",
+            message: message.into(),
+        }
+    }
+
+    /// 409 `conflict`: the request does not fit the queue's kind (webhook queue or not).
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::CONFLICT,
+            kind: "conflict",
             message: message.into(),
         }
     }

@@ -7,9 +7,12 @@
 //! message id -> JSON `{"url", "attempts", "last_status", "last_error"}`. The queue is
 //! registered in the set `delayq:webhook-queues`, and every `delayq serve` process with
 //! webhooks on runs workers for each registered queue: they are that queue's consumers.
-//! A queue is consumed either by webhooks or by workers of its own; a message received by
-//! the webhook workers without a record fails (and ends in the dead letters, with that
-//! error recorded).
+//! A queue is consumed either by webhooks or by receive, never both: the service refuses
+//! (409 `conflict`) an offer with a callback to a queue that holds other messages, one
+//! without a callback to a webhook queue that holds messages, and a receive on a webhook
+//! queue; an offer without a callback that finds a webhook queue empty makes it a plain
+//! queue again (`api::offer`). A message received by the webhook workers without a record
+//! (offered by a library) fails, and ends in the dead letters with that error recorded.
 //!
 //! One attempt: `POST url` with the payload as body; a 2xx acks the message (and deletes
 //! its record); any other status, an error or no answer within the timeout records the
@@ -123,6 +126,9 @@ pub fn sign(
 pub(crate) struct Webhooks {
     http: reqwest::Client,
     running: Mutex<HashMap<String, CancellationToken>>,
+    /// Per queue: offers hold it shared, a change of the queue's kind (webhook or not)
+    /// exclusively, so that this process's offers cannot mix the two kinds.
+    kinds: Mutex<HashMap<String, std::sync::Weak<tokio::sync::RwLock<()>>>>,
     /// The key of the signatures: `DELAYQ_WEBHOOK_SECRET`, or 32 random bytes drawn when
     /// the service starts: every request is signed.
     key: Vec<u8>,
@@ -144,6 +150,7 @@ impl Webhooks {
         Webhooks {
             http,
             running: Default::default(),
+            kinds: Default::default(),
             key,
         }
     }
@@ -207,7 +214,52 @@ impl Webhooks {
         Ok(())
     }
 
-    /// Starts workers for every registered queue (some other process may have added one).
+    /// Whether `name` is a webhook queue (in the set [`REGISTRY_KEY`]).
+    pub(crate) async fn is_registered(&self, state: &AppState, name: &str) -> delayq::Result<bool> {
+        state
+            .client
+            .query::<bool>(redis::cmd("SISMEMBER").arg(REGISTRY_KEY).arg(name))
+            .await
+    }
+
+    /// Adds `name` to the webhook queues; whether it was not one.
+    pub(crate) async fn add(&self, state: &AppState, name: &str) -> delayq::Result<bool> {
+        let cmd = redis::cmd("SADD").arg(REGISTRY_KEY).arg(name).clone();
+        Ok(state.client.query::<i64>(&cmd).await? == 1)
+    }
+
+    /// `name` is no webhook queue any more (it holds nothing): out of the set, and its
+    /// workers here stop (other processes' stop at their next refresh, or when one of
+    /// them receives a message without a record there). Whether it was one.
+    pub(crate) async fn remove(&self, state: &AppState, name: &str) -> delayq::Result<bool> {
+        let cmd = redis::cmd("SREM").arg(REGISTRY_KEY).arg(name).clone();
+        let was = state.client.query::<i64>(&cmd).await? == 1;
+        self.stop_workers(name);
+        Ok(was)
+    }
+
+    fn stop_workers(&self, name: &str) {
+        if let Some(stop) = self.running.lock().unwrap().remove(name) {
+            stop.cancel();
+            tracing::info!(queue = ?name, "no longer a webhook queue; its workers stop");
+        }
+    }
+
+    /// The lock of queue `name`'s kind (see `Webhooks::kinds`).
+    pub(crate) fn kind_lock(&self, name: &str) -> Arc<tokio::sync::RwLock<()>> {
+        let mut kinds = self.kinds.lock().unwrap();
+        if let Some(lock) = kinds.get(name).and_then(std::sync::Weak::upgrade) {
+            return lock;
+        }
+        kinds.retain(|_, w| w.strong_count() > 0);
+        let lock = Arc::new(tokio::sync::RwLock::new(()));
+        kinds.insert(name.to_owned(), Arc::downgrade(&lock));
+        lock
+    }
+
+    /// Starts workers for every registered queue (some other process may have added one),
+    /// and stops those of queues no longer registered (emptied, then offered a message
+    /// without a callback through some process).
     pub(crate) async fn refresh(&self, state: &Arc<AppState>) {
         match state
             .client
@@ -215,8 +267,22 @@ impl Webhooks {
             .await
         {
             Ok(names) => {
-                for name in names {
-                    self.ensure_running(state, &name);
+                for name in &names {
+                    self.ensure_running(state, name);
+                }
+                let gone: Vec<String> = self
+                    .running
+                    .lock()
+                    .unwrap()
+                    .keys()
+                    .filter(|n| !names.contains(n))
+                    .cloned()
+                    .collect();
+                for name in gone {
+                    // Asked again: it may have been registered since the list was read.
+                    if let Ok(false) = self.is_registered(state, &name).await {
+                        self.stop_workers(&name);
+                    }
                 }
             }
             Err(e) => tracing::debug!(error = %Esc(&e), "could not read the webhook queues"),
@@ -323,6 +389,23 @@ async fn deliver(
     // (A record without a URL only tells why an earlier attempt failed.)
     let record = record.and_then(|r| serde_json::from_str::<WebhookRecord>(&r).ok());
     let Some(mut record) = record.filter(|r| !r.url.is_empty()) else {
+        // A queue that stopped being a webhook queue (emptied, then offered a message
+        // without a callback through another process): the message is not for webhooks;
+        // given back untouched, and this process's workers stop.
+        match state.webhooks.is_registered(state, queue.name()).await {
+            Ok(true) => {}
+            Ok(false) => {
+                if let Err(e) = d.release().await {
+                    tracing::warn!(queue = ?queue.name(), error = %Esc(&e), "could not give back a message of a queue that is no webhook queue any more; it returns after its lease");
+                }
+                state.webhooks.stop_workers(queue.name());
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(queue = ?queue.name(), error = %Esc(&e), "could not read the webhook queues");
+                return;
+            }
+        }
         let record = WebhookRecord {
             url: String::new(),
             attempts: d.attempt,

@@ -778,3 +778,190 @@ async fn the_documented_recipes_verify_a_request_and_refuse_a_tampered_one() {
     }
     env.stop().await;
 }
+
+/// `SISMEMBER delayq:webhook-queues NAME`.
+fn is_webhook_queue(env: &Env, name: &str) -> bool {
+    env.redis
+        .cli(&["SISMEMBER", "delayq:webhook-queues", name])
+        .trim()
+        == "1"
+}
+
+/// A queue's messages all go to webhooks or all to receive: an offer that would mix them,
+/// and a receive on a webhook queue, are 409 `conflict` with nothing changed; a webhook
+/// queue that holds nothing becomes a plain one again at an offer without a callback, and
+/// a plain one that holds nothing a webhook queue at an offer with one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_is_a_webhook_queue_or_a_plain_one_never_both() {
+    let env = Env::start(hook_config()).await;
+    let mut hook = endpoint().await;
+    let callback = format!("{}/ok", hook.url);
+    let conflict = |s: u16, e: &serde_json::Value, says: &str| {
+        assert_eq!(
+            (s, e["error"]["kind"].as_str()),
+            (409, Some("conflict")),
+            "{e}"
+        );
+        let message = e["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message}");
+    };
+    // A plain queue that holds a message takes no message with a callback.
+    let (s, _) = env
+        .call(
+            "POST",
+            "/v1/queues/plain/messages",
+            Some(json!({"payload": "p", "delay_ms": 60000})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    let before = (
+        env.keys(),
+        env.redis.cli(&["HGETALL", "{dq:plain}:webhook"]),
+    );
+    for id in [json!("w"), json!(null)] {
+        let (s, e) = env
+            .call(
+                "POST",
+                "/v1/queues/plain/messages",
+                Some(json!({"payload": "w", "id": id, "callback_url": callback})),
+            )
+            .await;
+        conflict(s, &e, "is not a webhook queue and holds 1 message(s)");
+    }
+    assert_eq!(
+        (
+            env.keys(),
+            env.redis.cli(&["HGETALL", "{dq:plain}:webhook"])
+        ),
+        before,
+        "nothing written"
+    );
+    assert!(!is_webhook_queue(&env, "plain"));
+
+    // A webhook queue that holds a message takes none without a callback, and no receive.
+    let (s, _) = env
+        .call(
+            "POST",
+            "/v1/queues/hooked/messages",
+            Some(json!({"payload": "w1", "id": "w1", "delay_ms": 60000, "callback_url": callback})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    assert!(is_webhook_queue(&env, "hooked"));
+    let before = env.call("GET", "/v1/queues/hooked", None).await.1["counts"].clone();
+    let keys = env.keys();
+    for id in [json!("p1"), json!("w1"), json!(null)] {
+        let (s, e) = env
+            .call(
+                "POST",
+                "/v1/queues/hooked/messages",
+                Some(json!({"payload": "p", "id": id})),
+            )
+            .await;
+        conflict(s, &e, "is a webhook queue");
+    }
+    let (s, e) = env
+        .call(
+            "POST",
+            "/v1/queues/hooked/receive",
+            Some(json!({"wait_ms": 100})),
+        )
+        .await;
+    conflict(s, &e, "not handed out by receive");
+    assert_eq!(
+        env.call("GET", "/v1/queues/hooked", None).await.1["counts"],
+        before
+    );
+    assert_eq!(env.keys(), keys, "nothing written");
+    assert!(is_webhook_queue(&env, "hooked"));
+
+    // Emptied, it becomes a plain queue at the next offer without a callback: receive
+    // hands that message out, and no webhook worker took it.
+    let (s, _) = env
+        .call("DELETE", "/v1/queues/hooked/messages/w1", None)
+        .await;
+    assert_eq!(s, 200);
+    let (s, e) = env
+        .call(
+            "POST",
+            "/v1/queues/hooked/messages",
+            Some(json!({"payload": "plain now", "id": "p2"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{e}");
+    assert!(!is_webhook_queue(&env, "hooked"));
+    let d = env.receive_and("hooked", "ack").await;
+    assert_eq!(
+        (d["id"].as_str(), d["attempt"].as_u64()),
+        (Some("p2"), Some(1))
+    );
+    // Empty again: an offer with a callback makes it a webhook queue, delivered at once.
+    let (s, e) = env
+        .call(
+            "POST",
+            "/v1/queues/hooked/messages",
+            Some(json!({"payload": "hook again", "callback_url": callback})),
+        )
+        .await;
+    assert_eq!(s, 201, "{e}");
+    let got = next(&mut hook.rx).await;
+    assert_eq!(
+        &got.body[..],
+        b"hook again",
+        "only the webhook message was POSTed"
+    );
+    env.stop().await;
+}
+
+/// A webhook queue emptied and offered a message without a callback through one service
+/// process stops being one for every process: the webhook workers another process still
+/// runs give that message back untouched (not counted as an attempt) and stop, so a
+/// receive gets it on its first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_s_webhook_workers_leave_a_queue_that_is_no_webhook_queue_any_more() {
+    // The API's process delivers no webhooks; a second one on the same Redis does.
+    let env = Env::start(delayq_serve::Config {
+        webhooks: false,
+        ..hook_config()
+    })
+    .await;
+    let workers = delayq_serve::Server::start(
+        delayq::Client::connect(&env.redis.url()).await.unwrap(),
+        hook_config(),
+    )
+    .await
+    .unwrap();
+    let mut hook = endpoint().await;
+    let (s, _) = env
+        .call(
+            "POST",
+            "/v1/queues/turned/messages",
+            Some(json!({"payload": "w", "callback_url": format!("{}/ok", hook.url)})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    // Delivered by the other process: its workers run for the queue.
+    next(&mut hook.rx).await;
+    until(Duration::from_secs(10), || async {
+        let (_, q) = env.call("GET", "/v1/queues/turned", None).await;
+        (q["counts"] == json!({"delayed": 0, "ready": 0, "in_flight": 0, "dead": 0})).then_some(())
+    })
+    .await;
+    let (s, e) = env
+        .call(
+            "POST",
+            "/v1/queues/turned/messages",
+            Some(json!({"payload": "plain", "id": "p"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{e}");
+    let d = env.receive_and("turned", "ack").await;
+    assert_eq!(
+        (d["id"].as_str(), d["attempt"].as_u64()),
+        (Some("p"), Some(1)),
+        "{d}"
+    );
+    assert!(hook.rx.try_recv().is_err(), "not POSTed");
+    workers.stop().await.unwrap();
+    env.stop().await;
+}
