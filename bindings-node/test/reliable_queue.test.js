@@ -69,6 +69,34 @@ test('consume acks resolved handlers and nacks rejected ones', async () => {
   assert.deepEqual(seen.filter(([p]) => Number(p) % 10 === 0).map(([, a]) => a).sort(), [1, 1, 1, 2, 2, 2]);
 });
 
+test('a close at once during consume processes nothing finished again', async () => {
+  const name = queueName();
+  const q = client.reliableQueue(name);
+  const n = 3000;
+  await q.offerAll(Array.from({ length: n }, (_, i) => [`m${i}`, 0, `m${i}`]));
+  const finished = new Set();
+  let enough;
+  const started = new Promise((resolve) => { enough = resolve; });
+  const consuming = q.consume((d) => {
+    finished.add(d.id);
+    if (finished.size >= 100) enough();
+  }, 32);
+  await started;
+  // Closed from a timer while handlers keep finishing, as an application's shutdown is.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  q.close();
+  await consuming;
+  const done = new Set(finished); // handlers that ran after close() count too
+  const other = client.reliableQueue(name);
+  let back = [];
+  for (let got; (got = await other.receiveMany(100, 0)).length;) back = back.concat(got);
+  const again = back.filter((d) => done.has(d.id)).map((d) => d.id);
+  assert.deepEqual(again, [], 'finished, then given back by the close');
+  assert.equal(back.length + done.size, n);
+  for (const d of back) await d.ack();
+  other.close();
+});
+
 test('receive honours an AbortSignal and the message is not stranded', async () => {
   const q = client.reliableQueue(queueName());
   const ac = new AbortController();
