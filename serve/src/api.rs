@@ -901,7 +901,7 @@ async fn reschedule(
 #[serde(deny_unknown_fields)]
 pub(crate) struct ReceiveRequest {
     /// At most this many deliveries (1 to 100, default 1). Also accepted as `n`, `count`,
-    /// `limit` or `max_messages`.
+    /// `limit` or `max_messages` (listed as deprecated properties).
     #[serde(alias = "n", alias = "count", alias = "limit", alias = "max_messages")]
     #[schema(minimum = 1, maximum = 100)]
     max: Option<usize>,
@@ -1084,6 +1084,8 @@ async fn ack(
 #[derive(Deserialize, utoipa::ToSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NackRequest {
+    /// Retry this many ms from now (at most 2^50); absent: after the queue's back-off.
+    #[schema(maximum = 1125899906842624_u64)]
     delay_ms: Option<u64>,
 }
 
@@ -1545,16 +1547,83 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
-/// Every route answers 403 `host_not_allowed` to a `Host` it does not serve (DNS
-/// rebinding, `crate::host`), the mutating ones also `read_only` and `cross_site`.
-struct Forbidden;
+/// The second names of request fields (serde's `alias`es above): `(schema, alias, field)`.
+/// The document lists each as a property of its own, marked deprecated, so that a client
+/// that validates against `additionalProperties: false` accepts them, as the server does.
+/// (A test compares every request schema's properties with the names the server takes.)
+const ALIASES: &[(&str, &str, &str)] = &[
+    ("ReceiveRequest", "n", "max"),
+    ("ReceiveRequest", "count", "max"),
+    ("ReceiveRequest", "limit", "max"),
+    ("ReceiveRequest", "max_messages", "max"),
+    ("ReceiveRequest", "timeout_ms", "wait_ms"),
+    ("TakeRequest", "timeout_ms", "wait_ms"),
+    ("ExtendRequest", "ms", "duration_ms"),
+    ("ExtendRequest", "visibility_timeout_ms", "duration_ms"),
+    ("SettingsRequest", "visibility_ms", "visibility_timeout_ms"),
+];
 
-impl utoipa::Modify for Forbidden {
+struct Aliases;
+
+impl utoipa::Modify for Aliases {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{schema::Schema, Deprecated, RefOr};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for (schema, alias, field) in ALIASES {
+            let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(*schema) else {
+                panic!("no object schema {schema}");
+            };
+            let Some(RefOr::T(Schema::Object(property))) = object.properties.get(*field) else {
+                panic!("no property {field} of {schema}");
+            };
+            let mut property = property.clone();
+            property.description = Some(format!(
+                "Another name for `{field}` (the same field: give one of them)."
+            ));
+            // A field needed under one of its names is not required under one of them.
+            if let Some(at) = object.required.iter().position(|r| r == field) {
+                object.required.remove(at);
+                let own = object.properties.get_mut(*field);
+                if let Some(RefOr::T(Schema::Object(own))) = own {
+                    let d = own.description.get_or_insert_with(String::new);
+                    d.push_str(" Required, under this name or another.");
+                }
+            }
+            property.deprecated = Some(Deprecated::True);
+            object
+                .properties
+                .insert((*alias).to_owned(), RefOr::T(Schema::Object(property)));
+        }
+    }
+}
+
+/// The errors the HTTP layer answers on any route of a kind, declared on each: 403
+/// `host_not_allowed` on every route (a `Host` it does not serve: DNS rebinding,
+/// `crate::host`), `read_only` and `cross_site` too on the mutating ones, which also read a
+/// body (413); 500 `server` on those that reach Redis (that declare 503). A method a path
+/// does not list is 405 and an unknown path 404, which belong to no operation: the
+/// document's description says so.
+struct LayerErrors;
+
+impl utoipa::Modify for LayerErrors {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
         const HOST: &str = "`host_not_allowed`: the request's `Host` is not one this service \
             answers (on a loopback address: `localhost`, `127.x.x.x`, `[::1]` and \
             `DELAYQ_ALLOWED_HOSTS`; against DNS rebinding, see docs/serve.md)";
+        let error = |description: String| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(Ref::from_schema_name("ErrorBody")))
+                            .build(),
+                    )
+                    .build(),
+            )
+        };
         for item in openapi.paths.paths.values_mut() {
             let operations = [
                 &mut item.get,
@@ -1563,7 +1632,9 @@ impl utoipa::Modify for Forbidden {
                 &mut item.delete,
             ];
             for op in operations.into_iter().flatten() {
-                let description = if op.security.is_some() {
+                let mutating = op.security.is_some();
+                let responses = &mut op.responses.responses;
+                let forbidden = if mutating {
                     format!(
                         "`read_only`: no token is configured; `cross_site`: asked by a page \
                          of another site (its `Origin` is not this service's); {HOST}"
@@ -1571,18 +1642,21 @@ impl utoipa::Modify for Forbidden {
                 } else {
                     HOST.to_owned()
                 };
-                let response = ResponseBuilder::new()
-                    .description(description)
-                    .content(
-                        "application/json",
-                        ContentBuilder::new()
-                            .schema(Some(Ref::from_schema_name("ErrorBody")))
-                            .build(),
-                    )
-                    .build();
-                op.responses
-                    .responses
-                    .insert("403".to_owned(), RefOr::T(response));
+                responses.insert("403".to_owned(), error(forbidden));
+                if mutating {
+                    responses.insert(
+                        "413".to_owned(),
+                        error(format!(
+                            "`invalid_argument`: the request body is over the limit of {MAX_BODY} bytes"
+                        )),
+                    );
+                }
+                if responses.contains_key("503") {
+                    responses.insert(
+                        "500".to_owned(),
+                        error("`server`: an error Redis reported (`OOM`, `NOPERM`...)".into()),
+                    );
+                }
             }
         }
     }
@@ -1591,11 +1665,14 @@ impl utoipa::Modify for Forbidden {
 /// The OpenAPI document of the service, served at `/openapi.json`.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "delayq serve", description = "Delayed and reliable queues on Redis over HTTP (docs/serve.md)"),
+    info(title = "delayq serve", description = "Delayed and reliable queues on Redis over HTTP (docs/serve.md). \
+        Every error answer is an `ErrorBody`. Besides the responses each operation lists, a path \
+        asked with a method it does not list answers 405 `method_not_allowed` (with `Allow`), and \
+        a path not listed here 404 `not_found`."),
     paths(server_info, openapi, list_queues, get_queue, get_settings, put_settings, offer, cancel,
         reschedule, receive, ack, nack, extend, dead_letters, requeue_dead, purge_dead,
         purge_dead_post, dead_letters_short, requeue_dead_short, purge_dead_short,
         purge_dead_post_short, get_delayed, delayed_offer, delayed_take, crate::metrics::metrics),
-    modifiers(&BearerAuth, &Forbidden),
+    modifiers(&BearerAuth, &Aliases, &LayerErrors),
 )]
 pub struct ApiDoc;

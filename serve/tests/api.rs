@@ -728,6 +728,120 @@ async fn metrics_openapi_and_dashboard_are_served() {
     env.stop().await;
 }
 
+/// The OpenAPI document and the server agree, so that they cannot drift apart: every
+/// operation it lists is routed and every other method of its paths is a 405; each request
+/// schema lists exactly the field names the server takes (its second names as deprecated
+/// properties); the routes that take no body refuse one; every mutating operation declares
+/// 413 and every one that reaches Redis 500; the limits the server enforces are there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_matches_the_routes_and_fields() {
+    let env = Env::start(config()).await;
+    let (_, doc) = env.call("GET", "/openapi.json", None).await;
+    let schemas = &doc["components"]["schemas"];
+    let mut bodies = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        let url = path.replace("{name}", "oa").replace("{id}", "x");
+        for method in ["get", "put", "post", "delete"] {
+            let op = &item[method];
+            let m = method.to_uppercase();
+            let (s, e) = env.call(&m, &url, None).await;
+            if op.is_null() {
+                assert_eq!(s, 405, "{m} {path} is not in the document: {e}");
+                continue;
+            }
+            assert!(
+                s != 405
+                    && !(s == 404
+                        && e["error"]["message"]
+                            .as_str()
+                            .unwrap()
+                            .starts_with("no route")),
+                "{m} {path} is in the document but not routed: {s} {e}"
+            );
+            let responses = op["responses"].as_object().unwrap();
+            let mutating = op["security"].is_array();
+            if mutating {
+                assert!(responses.contains_key("413"), "{m} {path}: no 413");
+            }
+            if responses.contains_key("503") {
+                assert!(responses.contains_key("500"), "{m} {path}: no 500");
+            }
+            for (status, r) in responses {
+                if status.starts_with('4') || status.starts_with('5') {
+                    assert_eq!(
+                        r["content"]["application/json"]["schema"]["$ref"],
+                        "#/components/schemas/ErrorBody",
+                        "{m} {path} {status}"
+                    );
+                }
+            }
+            if !mutating {
+                continue;
+            }
+            // The names the server takes: a made-up field's 400 lists them (serde's message).
+            let (s, e) = env.call(&m, &url, Some(json!({"zz_made_up": 1}))).await;
+            assert_eq!(s, 400, "{m} {path}: {e}");
+            let message = e["error"]["message"].as_str().unwrap();
+            let schema = op["requestBody"]["content"]["application/json"]["schema"].clone();
+            if schema.is_null() {
+                assert!(message.contains("takes no body"), "{m} {path}: {message}");
+                continue;
+            }
+            bodies += 1;
+            let reference = schema["$ref"]
+                .as_str()
+                .or_else(|| {
+                    schema["oneOf"]
+                        .as_array()?
+                        .iter()
+                        .find_map(|s| s["$ref"].as_str())
+                })
+                .unwrap_or_else(|| panic!("{m} {path}: {schema}"));
+            let name = reference.rsplit('/').next().unwrap();
+            let object = &schemas[name];
+            assert_eq!(object["additionalProperties"], json!(false), "{name}");
+            let properties = object["properties"].as_object().unwrap();
+            let mut documented: Vec<&str> = properties.keys().map(String::as_str).collect();
+            let expected = message
+                .split_once("expected")
+                .unwrap_or_else(|| panic!("{m} {path}: {message}"))
+                .1;
+            let mut taken: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+            documented.sort();
+            taken.sort();
+            assert_eq!(documented, taken, "{name} ({m} {path}): {message}");
+            for (field, p) in properties {
+                if p["deprecated"] == json!(true) {
+                    let d = p["description"].as_str().unwrap();
+                    let other = d.split('`').nth(1).unwrap();
+                    assert!(
+                        d.starts_with("Another name for") && properties.contains_key(other),
+                        "{name}.{field}: {d}"
+                    );
+                    // A body naming the field by its other name only is valid.
+                    assert!(
+                        !object["required"]
+                            .as_array()
+                            .is_some_and(|r| r.contains(&json!(other))),
+                        "{name}.{other} required, but {field} may stand for it"
+                    );
+                }
+            }
+        }
+    }
+    assert!(bodies >= 10, "{bodies} request schemas checked");
+    let p = |schema: &str, field: &str| schemas[schema]["properties"][field].clone();
+    assert_eq!(p("NackRequest", "delay_ms")["maximum"], json!(1u64 << 50));
+    for (schema, alias, field) in [
+        ("ReceiveRequest", "max_messages", "max"),
+        ("ExtendRequest", "visibility_timeout_ms", "duration_ms"),
+    ] {
+        assert_eq!(p(schema, alias)["deprecated"], json!(true));
+        assert_eq!(p(schema, alias)["maximum"], p(schema, field)["maximum"]);
+    }
+    env.stop().await;
+}
+
 /// One sample of the text format: metric name, labels (unescaped), value.
 type Sample = (String, Vec<(String, String)>, String);
 
