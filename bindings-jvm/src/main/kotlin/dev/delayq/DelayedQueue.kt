@@ -100,9 +100,10 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
     fun stats(): DelayedStats = native { stats(ffi.statsBlocking()) }
 
     /**
-     * [offer] without blocking. The future completes on delayq's callback thread: dependent
-     * stages without an executor (`thenApply`, ...) run there and must not block. Cancelling
-     * it does not take the offer back.
+     * [offer] without blocking. The future completes on a worker of delayq's small fork-join
+     * pool (`delayq-completions-N`): dependent stages without an executor (`thenApply`, ...)
+     * run there; one that blocks (even by joining another delayq future) holds up only that
+     * worker. Cancelling it does not take the offer back.
      */
     fun offerAsync(value: ByteArray, delay: Duration): CompletableFuture<Long> =
         try {
