@@ -119,6 +119,50 @@ async fn corrupt_entries_failed_handlers_and_burials_are_logged_as_warnings() {
     assert!(logged, "records: {seen:?}");
     assert!(seen.iter().all(|m| !m.contains('\n')), "records: {seen:?}");
     drop(fq);
+
+    // A client closed while its consume's handlers finish: the acks it refuses are told in
+    // one warning, not one per batch of acks.
+    let closing = Client::connect(&server.url()).await.unwrap();
+    let cq = closing
+        .reliable_queue("closing", ReliableQueueOptions::default())
+        .unwrap();
+    let items = (0..400).map(|i| (i.to_string(), Duration::ZERO, None));
+    cq.offer_all(items).await.unwrap();
+    let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let consumer = tokio::spawn({
+        let (cq, ran) = (cq.clone(), ran.clone());
+        async move {
+            let handler = move |_d| {
+                let ran = ran.clone();
+                async move {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Ok::<(), String>(())
+                }
+            };
+            cq.consume(handler, 32).await
+        }
+    });
+    let busy = || async { ran.load(std::sync::atomic::Ordering::SeqCst) >= 64 };
+    assert!(common::eventually(Duration::from_secs(10), busy).await);
+    closing.close();
+    consumer.await.unwrap().unwrap();
+    let told = common::eventually(Duration::from_secs(5), || async {
+        messages(&records)
+            .iter()
+            .any(|m| m.contains("finished after the client was closed"))
+    })
+    .await;
+    let seen = messages(&records);
+    let per_batch = seen
+        .iter()
+        .filter(|m| m.contains("could not ack deliveries"))
+        .count();
+    assert!(told && per_batch == 0, "records: {seen:?}");
+    let once = seen
+        .iter()
+        .filter(|m| m.contains("finished after the client was closed"));
+    assert_eq!(once.count(), 1, "records: {seen:?}");
 }
 
 /// The messages of the records forwarded so far.

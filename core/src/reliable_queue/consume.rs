@@ -89,11 +89,20 @@ impl Acker {
 /// together in the next script call.
 async fn batch_acks(queue: ReliableQueue, mut rx: mpsc::UnboundedReceiver<Delivery>) {
     let mut batch = Vec::new();
+    // Acks refused because the client closed, told once at the end rather than per batch.
+    let mut after_close = 0;
     while rx.recv_many(&mut batch, 1000).await > 0 {
-        if let Err(e) = queue.ack_many(&batch).await {
-            tracing::warn!(queue = %Escaped(&queue.name()), count = batch.len(), error = %Escaped(&e), "could not ack deliveries (the acks may or may not have landed); unacked ones return after their lease ends");
+        match queue.ack_many(&batch).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::Closed => after_close += batch.len(),
+            Err(e) => {
+                tracing::warn!(queue = %Escaped(&queue.name()), count = batch.len(), error = %Escaped(&e), "could not ack deliveries (the acks may or may not have landed); unacked ones return after their lease ends");
+            }
         }
         batch.clear();
+    }
+    if after_close > 0 {
+        tracing::warn!(queue = %Escaped(&queue.name()), count = after_close, "handlers finished after the client was closed: their deliveries were not acked and return after their lease ends");
     }
 }
 
