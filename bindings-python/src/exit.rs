@@ -33,8 +33,10 @@ pub fn attach<R>(f: impl FnOnce(Python<'_>) -> R) -> Option<R> {
 /// without cancelling them).
 #[pyfunction]
 fn at_exit(py: Python<'_>) {
-    let unclaimed = delayq::handover::give_back_unclaimed(delayq::bridge::EXIT_LIMIT);
-    py.detach(|| crate::runtime::runtime().block_on(unclaimed));
+    if delayq::handover::any_started() {
+        let unclaimed = delayq::handover::give_back_unclaimed(delayq::bridge::EXIT_LIMIT);
+        py.detach(|| crate::runtime::runtime().block_on(unclaimed));
+    }
     GATE.close();
     py.detach(|| GATE.wait_until_left());
 }

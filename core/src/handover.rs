@@ -179,6 +179,16 @@ fn register(shared: std::sync::Weak<dyn Unclaimed>) {
     live.push(shared);
 }
 
+/// Whether any handover that may hold something was started and not yet seen by
+/// [`give_back_unclaimed`]: a host with none has nothing to give back (and need not start a
+/// runtime for it at exit).
+pub fn any_started() -> bool {
+    !LIVE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .is_empty()
+}
+
 /// Gives back what every handover still holds unclaimed, waiting up to `limit`: for a host
 /// that exits (its callers will claim nothing now). A later claim finds [`Claim::Ended`].
 pub async fn give_back_unclaimed(limit: Duration) {
