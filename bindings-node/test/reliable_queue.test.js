@@ -97,6 +97,44 @@ test('a close at once during consume processes nothing finished again', async ()
   other.close();
 });
 
+test('a client closed during consume starts no more handlers', async () => {
+  const name = queueName();
+  const own = await delayq.Client.connect(redis.url);
+  const q = own.reliableQueue(name, { visibilityTimeoutMs: 2000 });
+  const n = 200;
+  const concurrency = 8;
+  await q.offerAll(Array.from({ length: n }, (_, i) => [`m${i}`, 0, `m${i}`]));
+  let started = 0;
+  let afterClose = 0;
+  let allBusy;
+  const busy = new Promise((resolve) => { allBusy = resolve; });
+  let release;
+  const released = new Promise((resolve) => { release = resolve; });
+  const consuming = q.consume(async () => {
+    started += 1;
+    if (own.closed) afterClose += 1;
+    if (started === concurrency) allBusy();
+    await released;
+  }, concurrency);
+  await busy;
+  // Every worker busy: the deliveries received ahead wait behind them.
+  const probe = client.reliableQueue(name);
+  while ((await probe.stats()).inFlight < 2 * concurrency) await new Promise((r) => setImmediate(r));
+  own.close();
+  release();
+  await consuming;
+  assert.equal(afterClose, 0, 'handlers started after the client closed');
+  assert.equal(started, concurrency);
+  // Every message is back: those received ahead at once, the running ones after their lease.
+  let back = 0;
+  for (let d; back < n && (d = await probe.receive(5000));) {
+    await d.ack();
+    back += 1;
+  }
+  assert.equal(back, n);
+  probe.close();
+});
+
 test('receive honours an AbortSignal and the message is not stranded', async () => {
   const q = client.reliableQueue(queueName());
   const ac = new AbortController();

@@ -660,6 +660,77 @@ async fn a_close_at_once_acks_the_handlers_that_just_finished() {
     c.close();
 }
 
+/// The client (not the handle) closed while every worker of a consume runs a handler and
+/// more deliveries wait in its buffer: no handler starts after the close (its ack could
+/// not be sent, and the message would be processed again after its lease), and every
+/// message not handled is still in the queue for the next consumer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_closed_during_consume_starts_no_more_handlers() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("client-close", opts(2_000, 5)).unwrap();
+    let n = 40u64;
+    q.offer_all((0..n).map(|i| (i.to_string(), Duration::ZERO, None)))
+        .await
+        .unwrap();
+    let concurrency = 4;
+    let (started, after_close) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let runner = {
+        let (q, c) = (q.clone(), c.clone());
+        let (started, after_close, release) =
+            (started.clone(), after_close.clone(), release.clone());
+        tokio::spawn(async move {
+            let handler = move |_: delayq::Delivery| {
+                let closed = c.is_closed();
+                let (started, after_close, release) =
+                    (started.clone(), after_close.clone(), release.clone());
+                async move {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    if closed {
+                        after_close.fetch_add(1, Ordering::SeqCst);
+                    }
+                    release.acquire().await.unwrap().forget();
+                    Ok::<(), String>(())
+                }
+            };
+            q.consume(handler, concurrency).await
+        })
+    };
+    // Every worker busy, and the buffer filled behind them.
+    let busy = || async { started.load(Ordering::SeqCst) == concurrency as u64 };
+    assert!(common::eventually(Duration::from_secs(10), busy).await);
+    let other = Client::connect(&server.url()).await.unwrap();
+    let probe = other
+        .reliable_queue("client-close", opts(2_000, 5))
+        .unwrap();
+    let buffered = || async { probe.stats().await.unwrap().in_flight >= 2 * concurrency as u64 };
+    assert!(common::eventually(Duration::from_secs(10), buffered).await);
+
+    c.close();
+    release.add_permits(n as usize);
+    runner.await.unwrap().unwrap();
+    assert_eq!(
+        after_close.load(Ordering::SeqCst),
+        0,
+        "handlers started after the client closed"
+    );
+    assert_eq!(started.load(Ordering::SeqCst), concurrency as u64);
+
+    // Every message comes back: those waiting in the buffer given back at the close, the
+    // running ones after their lease (their acks could not be sent).
+    let mut back = 0;
+    while let Some(d) = probe.receive(Some(Duration::from_secs(5))).await.unwrap() {
+        d.ack().await.unwrap();
+        back += 1;
+        if back == n {
+            break;
+        }
+    }
+    assert_eq!(back, n, "messages back");
+    other.close();
+}
+
 /// Handlers slower than the visibility timeout, one at a time: the messages received
 /// ahead wait in consume's buffer longer than their lease, which is kept while they wait.
 /// Each message is handled once, on its first attempt, and no lease is lost.

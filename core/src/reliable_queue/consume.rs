@@ -264,6 +264,8 @@ impl ReliableQueue {
             let permit = tokio::select! {
                 biased;
                 _ = self.inner.stopping.cancelled() => return Ok(()),
+                // The client closed: the workers take nothing more from the buffer.
+                _ = self.inner.handle.closed() => return Ok(()),
                 p = tx.reserve() => match p { Ok(p) => p, Err(_) => return Ok(()) },
             };
             let room = tx.capacity() + 1;
@@ -477,6 +479,9 @@ async fn worker<F, Fut, E>(
                 biased;
                 _ = queue.inner.stopping.cancelled() => None,
                 _ = dropped.cancelled() => None,
+                // The client closed (not only this handle): a handler started now could
+                // not have its message acked, which would then be processed again.
+                _ = queue.inner.handle.closed() => None,
                 d = rx.recv() => d,
             }
         };
