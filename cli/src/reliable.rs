@@ -139,9 +139,9 @@ enum ReliableCommand {
         #[arg(long)]
         hold: bool,
     },
-    /// Remove a message that has not come due; prints true or false.
+    /// Remove a message no consumer has received yet (waiting or ready); prints true or false.
     Cancel { queue: String, id: String },
-    /// Move a message that has not come due; prints true or false.
+    /// Move a message no consumer has received yet (waiting or ready) to a new due time; prints true or false.
     Reschedule {
         queue: String,
         id: String,

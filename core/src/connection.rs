@@ -126,8 +126,9 @@ pub struct Durability {
 pub struct ClientOptions {
     /// One URL (`redis://[user:pass@]host:port/db`, `rediss://...`, `redis+unix:///path`,
     /// `redis+sentinel://[user:pass@]host:port[,host:port...]/MASTER_NAME[/db]`), or
-    /// several seed URLs of a Redis Cluster. `redis://` and `rediss://` URLs also take
-    /// `?db=`, `?username=` (`user`) and `?password=` (`pass`), as redis-py does.
+    /// several seed URLs of a Redis Cluster. Every URL form also takes `?db=`,
+    /// `?username=` (`user`) and `?password=` (`pass`), as redis-py does; an unknown
+    /// query parameter is refused.
     pub urls: Vec<String>,
     /// Treat `urls` as seeds of a Redis Cluster (implied when there is more than one URL).
     pub cluster: bool,
@@ -135,7 +136,8 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// Time limit for the reply to a non-blocking command or script (default 5 s). A
     /// connection whose reply is late is replaced; the call fails with a `connection`
-    /// error, since whether the command ran is unknown.
+    /// error, since whether the command ran is unknown (in a Redis Cluster, the cluster connection
+    /// may report it as a `timeout` error, equally unknown).
     pub response_timeout: Duration,
     /// Certificates for `rediss://` (a private CA, a client certificate).
     pub tls: TlsOptions,

@@ -301,8 +301,7 @@ impl DelayedQueue {
     /// value, the value is pushed back to the head of the destination, not lost.
     ///
     /// A timeout of zero takes as [`DelayedQueue::poll`] does, within the same bound as
-    /// any timeout (its answer within [`crate::handle::CALL_MARGIN`], whatever the network
-    /// does), and as cancel-safe.
+    /// any timeout (its answer within 2 s, whatever the network does), and as cancel-safe.
     pub async fn take(&self, timeout: Option<Duration>) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
         let (keys, dest_back) = (self.inner.keys.clone(), self.inner.keys.destination.clone());

@@ -9,9 +9,15 @@ pub enum ErrorKind {
     /// A bad argument (negative or overflowing delay, empty name, oversized value...).
     /// Raised before anything reaches Redis.
     InvalidArgument,
-    /// Redis could not be reached, or the connection broke.
+    /// Redis could not be reached, or the connection broke or went silent. When the
+    /// request may have been sent, its outcome is unknown and the message says so: an
+    /// offer that failed may be stored (offer again with the same id: it is not created
+    /// twice), an ack that failed may have happened (at-least-once: the message may come
+    /// back). See docs/faults.md, "What a caller may assume when a call fails".
     Connection,
-    /// An operation took longer than its time limit.
+    /// An operation took longer than its time limit. In a Redis Cluster a reply that did
+    /// not come in time also surfaces as this kind, with the same unknown outcome as a
+    /// `Connection` error.
     Timeout,
     /// A key of the queue holds another Redis type (`WRONGTYPE`). Nothing was written.
     WrongType,

@@ -169,8 +169,8 @@ const SHARDS_REREAD: Duration = Duration::from_secs(5);
 /// How long to wait before retrying a message that failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Backoff {
-    /// `base * 2^(attempt-1)`, capped at `max`, with full jitter (a random delay between
-    /// half of that and all of it) so that failures do not retry in lockstep.
+    /// `base * 2^(attempt-1)`, capped at `max`, with jitter (a random delay between half
+    /// of that and all of it) so that failures do not retry in lockstep.
     Exponential {
         /// Delay after the first failed attempt.
         base: Duration,
@@ -424,7 +424,8 @@ impl Delivery {
     /// ended and the message went back to the queue): the message may then be processed
     /// again elsewhere (counted in [`ReliableQueue::lost_leases`], unless this handle or a
     /// clone of it had ended the delivery itself). Works after the handle was closed (not
-    /// after its client was).
+    /// after its client was). A `connection` error leaves it unknown whether the ack
+    /// happened: if it did not, the message comes back after its lease.
     pub async fn ack(&self) -> Result<bool> {
         if self.has_ended() {
             return Ok(false); // acked or nacked here already: no lease was lost
@@ -1120,7 +1121,9 @@ impl ReliableQueue {
     /// Offers a message due after `delay`; returns its id. With `id`, a message with that
     /// id still waiting, ready or in flight (or acked within the idempotency retention) is
     /// not offered twice: the call returns the id and leaves the existing message as it is
-    /// (payload and due time unchanged). Without `id`, a unique one is generated.
+    /// (payload and due time unchanged). Without `id`, a unique one is generated. After a
+    /// `connection` error the message may or may not be stored: offered with an id, it is
+    /// safe to offer it again with that id.
     pub async fn offer(
         &self,
         payload: impl AsRef<[u8]>,
