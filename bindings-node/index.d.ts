@@ -3,16 +3,23 @@
 
 /** A message in the dead letters. */
 export interface DeadLetter {
+  /** The message id. */
   id: string
+  /** The payload. */
   payload: Buffer
+  /** Deliveries it had. */
   attempts: number
+  /** When it was buried (server Unix ms). */
   diedAt: number
 }
 
 /** Counts of a delayed queue: entries waiting, values ready, undecodable entries set aside. */
 export interface DelayedStats {
+  /** Entries waiting for their due time. */
   delayed: number
+  /** Values due, in the destination list, not yet taken. */
   ready: number
+  /** Undecodable entries moved aside. */
   corrupt: number
 }
 
@@ -21,14 +28,19 @@ export interface DelayedStats {
  * ascending, the `+Inf` bucket being `count`; `sumSeconds` of all observations.
  */
 export interface Histogram {
+  /** Cumulative buckets, ascending by `le` (the `+Inf` bucket is left out: it is `count`). */
   buckets: Array<HistogramBucket>
+  /** Observations in all. */
   count: number
+  /** Sum of the observations, in seconds. */
   sumSeconds: number
 }
 
 /** One bucket of a [`Histogram`]. */
 export interface HistogramBucket {
+  /** The bucket's upper bound, in seconds. */
   le: number
+  /** Observations at or below `le` (cumulative). */
   count: number
 }
 
@@ -44,8 +56,11 @@ export interface LogRecord {
 
 /** Every counter of this process. */
 export interface Metrics {
+  /** One entry per queue that had an event in this process, sorted by kind and name. */
   queues: Array<QueueMetrics>
+  /** Errors of kind `connection` that core returned or retried. */
   connectionErrors: number
+  /** Errors of kind `timeout` (a reply that did not come in time). */
   timeouts: number
 }
 
@@ -55,7 +70,9 @@ export interface Metrics {
  * retention).
  */
 export interface OfferOutcome {
+  /** The message id (the caller's, or the generated one). */
   id: string
+  /** Whether this call created the message (false: it was de-duplicated). */
   created: boolean
   /** When the message is due (server Unix ms); absent when it was de-duplicated. */
   dueAt?: number
@@ -65,14 +82,26 @@ export interface OfferOutcome {
 export interface QueueMetrics {
   /** `delayed` or `reliable`. */
   kind: string
+  /** The queue's name. */
   name: string
+  /** Messages this process offered (created; de-duplicated offers are not counted). */
   offered: number
+  /** Messages this process received (reliable) or took (delayed). */
   delivered: number
+  /** Deliveries acked while their lease was held. */
   acked: number
+  /** Deliveries nacked for a retry. */
   nacked: number
+  /**
+   * Messages this process buried in the dead letters: nacked on their last attempt, or
+   * whose lease ended on it (found by this process's transfer passes).
+   */
   dead: number
+  /** Transfer passes of this process's transfer task that failed. */
   transferErrors: number
+  /** From due time to receipt (reliable queues; server clock). */
   lateness: Histogram
+  /** Duration of each transfer pass of this process's transfer task. */
   transferDuration: Histogram
 }
 
@@ -82,21 +111,33 @@ export interface QueueMetrics {
  * a retention of 0 keeps dead letters until requeued or purged, and acked ids not at all.
  */
 export interface ReliableSettings {
+  /** The lease of a delivery, in ms. */
   visibilityTimeoutMs: number
+  /** Deliveries before the dead letters. */
   maxAttempts: number
+  /** The back-off schedule in ms (the last delay repeats); absent when it is exponential. */
   backoffMs?: Array<number>
+  /** The first delay of an exponential back-off, in ms; absent for a schedule. */
   backoffBaseMs?: number
+  /** The longest delay of an exponential back-off, in ms; absent for a schedule. */
   backoffMaxMs?: number
+  /** Sub-queues (a power of two). */
   shards: number
+  /** How long dead letters are kept, in ms; 0: until requeued or purged. */
   deadLetterRetentionMs: number
+  /** How long acked ids are remembered for de-duplication, in ms; 0: not at all. */
   idempotencyRetentionMs: number
 }
 
-/** Counts of a reliable queue. */
+/** Counts of a reliable queue (added up over its shards). */
 export interface ReliableStats {
+  /** Messages waiting for their due time (retries after a nack too). */
   delayed: number
+  /** Messages due and not yet received. */
   ready: number
+  /** Messages received and not yet acked, nacked or taken back at the end of their lease. */
   inFlight: number
+  /** Messages in the dead letters. */
   dead: number
 }
 
@@ -113,7 +154,28 @@ export type Value = Buffer | Uint8Array | string
  */
 export type Millis = number | bigint
 
-/** The kinds of delayq errors (core's `ErrorKind` names): an error's `kind`. */
+/**
+ * The kinds of delayq errors (core's `ErrorKind` names): an error's `kind`.
+ *
+ * - `invalid_argument`: a bad argument, refused before anything reaches Redis.
+ * - `connection`: Redis could not be reached, or the connection broke or went silent. When
+ *   the request may have been sent (its reply was lost), its outcome is unknown and the
+ *   message says so; delayq does not send it again. What the caller may assume: an offer
+ *   that failed may have been stored (offer a reliable message again with the same `id`:
+ *   it is not created twice; a delayed queue's offer has no id, and offering the value
+ *   again may store it twice); an ack that failed may have happened (at-least-once: the
+ *   message may come back). See docs/faults.md, "What a caller may assume when a call
+ *   fails".
+ * - `timeout`: an operation took longer than its time limit. In a Redis Cluster a reply
+ *   that did not come in time also surfaces as this kind, with the same unknown outcome as
+ *   `connection` (see docs/cluster.md). With the durability option, an offer or ack not
+ *   confirmed in time fails with this kind: the write was applied on the master, but may
+ *   not survive a failover.
+ * - `wrong_type`: a key of the queue holds another Redis type (`WRONGTYPE`); nothing was
+ *   written.
+ * - `closed`: the queue handle or the client was closed.
+ * - `server`: any other error reported by the server (for example `OOM`, `NOPERM`).
+ */
 export type DelayqErrorKind = 'invalid_argument' | 'connection' | 'timeout' | 'wrong_type' | 'closed' | 'server'
 
 /** The codes of delayq errors: `ERR_DELAYQ_` and the kind in upper case. */
@@ -153,12 +215,15 @@ export declare const ErrorCode: Readonly<{
 export declare class DelayqError extends Error {
   /** An error of `kind` (default `'server'`); delayq itself never constructs one. */
   constructor(message?: string, kind?: DelayqErrorKind, options?: { cause?: unknown })
+  /** `ERR_DELAYQ_` and the kind in upper case, e.g. `ERR_DELAYQ_CONNECTION`. */
   readonly code: DelayqErrorCode
+  /** What went wrong, and so what the caller may assume (see [`DelayqErrorKind`]). */
   readonly kind: DelayqErrorKind
   /** True for any value whose `code` starts with `ERR_DELAYQ_`. */
   static [Symbol.hasInstance](value: unknown): value is DelayqError
 }
 
+/** Options of a wait (`take`, `receive`, `receiveMany`, `values`, `deliveries`). */
 export interface WaitOptions {
   /** Give up after this many ms (resolving to null); absent: wait forever. */
   timeoutMs?: Millis
@@ -168,6 +233,7 @@ export interface WaitOptions {
   signal?: AbortSignal
 }
 
+/** Options of `connect`. */
 export interface ClientOptions {
   /** Treat the URL(s) as seeds of a Redis Cluster. */
   cluster?: boolean
@@ -181,6 +247,7 @@ export interface ClientOptions {
   durability?: DurabilityOptions
 }
 
+/** Certificate files (PEM paths) of a `rediss://` connection (`ClientOptions.tls`). */
 export interface TlsOptions {
   /** A CA certificate to trust instead of the system's roots (a private CA). */
   caFile?: string
@@ -190,6 +257,10 @@ export interface TlsOptions {
   keyFile?: string
 }
 
+/**
+ * The durability option (`ClientOptions.durability`): after each offer and ack, wait
+ * (`WAIT`/`WAITAOF`) for replicas, or the append-only file, to have it.
+ */
 export interface DurabilityOptions {
   /** Replicas that must have each write (`WAIT`), default 0. */
   replicas?: number | bigint
@@ -201,6 +272,10 @@ export interface DurabilityOptions {
   timeout?: Millis
 }
 
+/**
+ * Options of a delayed queue handle (`Client.delayedQueue`); a reliable queue takes them too.
+ * They are this handle's own, not stored in Redis.
+ */
 export interface DelayedQueueOptions {
   /** Run this process's transfer task for the queue (default true). */
   scheduler?: boolean
@@ -261,6 +336,7 @@ export interface ReliableQueueOptions extends DelayedQueueOptions {
   updateSettings?: boolean
 }
 
+/** Options of a reliable queue's graceful close (`close(options)`). */
 export interface CloseOptions {
   /**
    * How long running `consume` handlers may take to finish before they are given up
@@ -271,6 +347,7 @@ export interface CloseOptions {
   deadline?: Millis
 }
 
+/** Options of `consume(handler, options)`. */
 export interface ConsumeOptions {
   /** Handlers running at once (default 1). */
   concurrency?: number | bigint
@@ -280,10 +357,14 @@ export interface ConsumeOptions {
 
 /** A Redisson-compatible delayed queue. */
 export declare class DelayedQueue {
+  /** The queue's name. */
   readonly name: string
   /**
    * Offers `value` due after `delayMs`; resolves to the due time (server Unix ms). Concurrent
    * offers on one handle go to Redis together (coalesced by the core), in the order of the calls.
+   * An offer that rejects with `ERR_DELAYQ_CONNECTION` (outcome unknown) may have been
+   * stored: a delayed queue has no ids, so offering the value again may store it twice
+   * (docs/faults.md, "What a caller may assume when a call fails").
    */
   offer(value: Value, delayMs: Millis): Promise<number>
   /** Offers many `[value, delayMs]` pairs; resolves to their due times. Not a list: rejects. */
@@ -303,6 +384,7 @@ export declare class DelayedQueue {
    * timeout is a bare number of ms, or `{ timeoutMs }` / `{ timeout }` with `signal`.
    */
   take(timeoutMs?: Millis | null, options?: { signal?: AbortSignal }): Promise<Buffer | null>
+  /** `take({ timeoutMs, signal })`: the same, with the options in one object. */
   take(options: WaitOptions): Promise<Buffer | null>
   /** Takes a due value if there is one, without waiting. */
   poll(): Promise<Buffer | null>
@@ -316,7 +398,9 @@ export declare class DelayedQueue {
 
 /** A received message. */
 export declare class Delivery {
+  /** The message id. */
   readonly id: string
+  /** The payload. */
   readonly payload: Buffer
   /** 1 for the first delivery. */
   readonly attempt: number
@@ -328,7 +412,13 @@ export declare class Delivery {
   readonly deadline: number
   /** Moves the end of the lease to `ms` from now; false when the lease was already lost. */
   extend(ms: Millis): Promise<boolean>
-  /** Acknowledges; false when this delivery had already ended. */
+  /**
+   * Acknowledges: the message is done. False when this delivery had already ended (acked
+   * or nacked before, or its lease ended and the message went back). An ack that rejects
+   * with `ERR_DELAYQ_CONNECTION` (outcome unknown) may have happened; if it did not, the
+   * message comes back after its lease (at-least-once; docs/faults.md, "What a caller may
+   * assume when a call fails").
+   */
   ack(): Promise<boolean>
   /** Retries after `delayMs` (default: the back-off), or buries after the last attempt. */
   nack(delayMs?: Millis): Promise<boolean>
@@ -336,11 +426,19 @@ export declare class Delivery {
 
 /** A reliable queue: at-least-once delivery with acknowledgement. */
 export declare class ReliableQueue {
+  /** The queue's name. */
   readonly name: string
   /**
-   * Offers `payload` due after `delayMs`; resolves to its id (de-duplicated by `id`). The
-   * third argument is an id, or `{ id?, shardKey? }`: with `shardKey`, the message goes to
-   * the shard of the key instead of the shard of its id.
+   * Offers `payload` due after `delayMs` (default 0: due now); resolves to its id. The third
+   * argument is an id, or `{ id?, shardKey? }`; without an id, a unique one is generated.
+   * With an id, a message with that id still waiting, ready or in flight (or acked within
+   * the idempotency retention) is not offered twice: the call resolves to the id and leaves
+   * the existing message as it is (payload and due time unchanged). With `shardKey`, the
+   * message goes to the shard of the key instead of the shard of its id.
+   *
+   * An offer that rejects with `ERR_DELAYQ_CONNECTION` (outcome unknown) may have been
+   * stored: offer it again with the same id (and shard key), which does not create it twice
+   * (as above). See docs/faults.md, "What a caller may assume when a call fails".
    */
   offer(payload: Value, delayMs?: Millis, idOrOptions?: string | OfferOptions): Promise<string>
   /**
@@ -352,28 +450,52 @@ export declare class ReliableQueue {
   offerAll(messages: Iterable<ReliableOffer>): Promise<string[]>
   /** Like `offerAll`; an outcome per message, in order. */
   offerAllWithOutcome(messages: Iterable<ReliableOffer>): Promise<OfferOutcome[]>
-  /** Removes a message that has not come due. */
+  /**
+   * Removes a message no consumer has received yet (waiting or ready; one nacked and
+   * waiting for its retry too); resolves to whether there was one. A message in flight
+   * (received, not yet acked or nacked) or dead is not touched (false). On a sharded queue
+   * it looks in the id's shard, then (for an id offered with a shard key) in the others.
+   */
   cancel(id: string): Promise<boolean>
-  /** Moves a message that has not come due to `delayMs` from now. */
+  /**
+   * Moves a message no consumer has received yet (waiting or ready; one nacked and waiting
+   * for its retry too) to a new due time, `delayMs` from now (its attempts unchanged);
+   * resolves to whether there was one. A message in flight or dead is not touched (false).
+   */
   reschedule(id: string, delayMs: Millis): Promise<boolean>
   /**
    * Receives the next ready message; null when `timeoutMs` passes (a bare number of ms, or
    * `{ timeoutMs }` / `{ timeout }` with `signal`).
    */
   receive(timeoutMs?: Millis | null, options?: { signal?: AbortSignal }): Promise<Delivery | null>
+  /** `receive({ timeoutMs, signal })`: the same, with the options in one object. */
   receive(options: WaitOptions): Promise<Delivery | null>
   /** Up to `n` (1 to 1000) ready messages in one round trip; empty when `timeoutMs` passes. */
   receiveMany(n: number | bigint, timeoutMs?: Millis | null, options?: { signal?: AbortSignal }): Promise<Delivery[]>
+  /** `receiveMany(n, { timeoutMs, signal })`: the same, with the options in one object. */
   receiveMany(n: number | bigint, options: WaitOptions): Promise<Delivery[]>
-  /** Acks many deliveries in one round trip; for each, whether its lease was still held. */
+  /**
+   * Acks many deliveries in one round trip; for each, whether its lease was still held (as
+   * `Delivery.ack`; after an `ERR_DELAYQ_CONNECTION`, as there, the acks may have happened).
+   */
   ackMany(deliveries: Iterable<Delivery>): Promise<boolean[]>
   /** The queue's settings as stored in Redis. */
   settings(): Promise<ReliableSettings>
   /** Acks through this handle that found their delivery already ended (lease lost). */
   lostLeases(): number
+  /** Counts: delayed, ready, in flight, dead (added up over the shards). */
   stats(): Promise<ReliableStats>
+  /**
+   * Up to `limit` (default 100) messages from the dead letters, in no particular order
+   * (shard after shard on a sharded queue).
+   */
   deadLetters(limit?: number | bigint): Promise<DeadLetter[]>
+  /**
+   * Makes dead letters ready again, with their attempts reset: those with the given `ids`,
+   * or all of them when absent; resolves to how many were requeued.
+   */
   requeueDead(ids?: string[]): Promise<number>
+  /** Deletes every dead letter; resolves to how many there were. */
   purgeDead(): Promise<number>
   /**
    * Runs `handler` on messages, `concurrency` at a time: ack on resolve, nack on reject.
@@ -383,6 +505,11 @@ export declare class ReliableQueue {
   consume(handler: (delivery: Delivery) => Promise<unknown> | unknown, concurrency?: number | bigint, options?: { signal?: AbortSignal }): Promise<void>
   /** `consume(handler, { concurrency, signal })`: the same, with the options in one object. */
   consume(handler: (delivery: Delivery) => Promise<unknown> | unknown, options: ConsumeOptions): Promise<void>
+  /**
+   * `for await (const d of q.deliveries({ timeoutMs }))`: deliveries as they come (each to
+   * ack or nack, as from `receive`); ends when a receive times out (never without
+   * `timeoutMs`).
+   */
   deliveries(options?: WaitOptions): AsyncGenerator<Delivery, void, undefined>
   /**
    * Closes this handle at once; deliveries already received can still be settled. A running
@@ -406,10 +533,16 @@ export type ReliableOffer =
 
 /** Options of a reliable `offer`: a caller's id, and a shard key (1 to 256 bytes, as an id). */
 export interface OfferOptions {
+  /** The message id (1 to 256 bytes), de-duplicated; absent: a generated one. */
   id?: string
+  /** Puts the message in the shard of this key instead of the shard of its id. */
   shardKey?: string
 }
 
+/**
+ * A connection to Redis (one URL, or a list of seed URLs of a Redis Cluster), from
+ * `connect` or `Client.connect`; makes queue handles.
+ */
 export declare class Client {
   /**
    * Connects to `url` (`redis://`, `rediss://`, `redis+unix://`, `redis+sentinel://`), or
@@ -417,7 +550,18 @@ export declare class Client {
    * `rediss://`, `options.durability` the durability option.
    */
   static connect(url: string | string[], options?: ClientOptions): Promise<Client>
+  /**
+   * A handle on the Redisson-compatible delayed queue `name`. Unless `options.scheduler` is
+   * false, this process moves its due entries (waking at least every `reconcileIntervalMs`).
+   * A bad name or option throws `ERR_DELAYQ_INVALID_ARGUMENT`.
+   */
   delayedQueue(name: string, options?: DelayedQueueOptions): DelayedQueue
+  /**
+   * A handle on the reliable queue `name`: at-least-once delivery with acknowledgement. Its
+   * settings are stored in Redis with the queue (see [`ReliableQueueOptions`]). A bad name
+   * or option throws `ERR_DELAYQ_INVALID_ARGUMENT`; a named setting that differs from the
+   * stored one rejects the handle's first call (unless `updateSettings` is true).
+   */
   reliableQueue(name: string, options?: ReliableQueueOptions): ReliableQueue
   /** The Redis server's clock in Unix ms. */
   serverTimeMs(): Promise<number>
@@ -430,9 +574,11 @@ export declare class Client {
    * AbortSignal, or close the client to let the process end.
    */
   close(): void
+  /** Whether `close()` was called. */
   readonly closed: boolean
 }
 
+/** `Client.connect(url, options)`: connects to `url`, or to a cluster through a list of seed URLs. */
 export declare function connect(url: string | string[], options?: ClientOptions): Promise<Client>
 /** Packs an entry the way Redisson does. */
 export declare function packEntry(id: Value, value: Value): Buffer

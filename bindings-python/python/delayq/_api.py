@@ -302,7 +302,10 @@ class _Message(_Handle[_delayq.Delivery]):
 
     @call
     def ack(self) -> bool:
-        """Acknowledges: the message is done. False when this delivery had already ended."""
+        """Acknowledges: the message is done. False when this delivery had already ended.
+        An ack that fails with `ConnectionError` (outcome unknown) may have happened; if it
+        did not, the message comes back after its lease (at-least-once; docs/faults.md,
+        "What a caller may assume when a call fails")."""
         return self._q.ack(self._aio)  # type: ignore[no-any-return]
 
     ack_async = twin(ack)
@@ -329,7 +332,10 @@ class _Delayed(_Queue[_delayq.DelayedQueue]):
     @call
     def offer(self, value: Value, delay: Seconds) -> int:
         """Offers `value` to be delivered after `delay` seconds; returns the due time in Unix
-        ms, computed from the Redis server's clock."""
+        ms, computed from the Redis server's clock. An offer that fails with
+        `ConnectionError` (outcome unknown) may have been stored: a delayed queue has no ids,
+        so offering the value again may store it twice (docs/faults.md, "What a caller may
+        assume when a call fails")."""
         return self._q.offer(self._aio, value, delay)  # type: ignore[no-any-return]
 
     offer_async = twin(offer)
@@ -467,7 +473,13 @@ class _Reliable(_Queue[_delayq.ReliableQueue]):
         With `id`, a message
         with that id still waiting, ready or in flight (or acked within the queue's
         idempotency retention) is not offered again: the call returns the id and changes
-        nothing.
+        nothing (the existing message keeps its payload and due time). Without `id`, a
+        unique one is generated.
+
+        An offer that fails with `ConnectionError` (outcome unknown) may have been stored:
+        offer it again with the same `id` (and `shard_key`), which does not create it twice
+        (as above: while the first is waiting, ready, in flight or within the idempotency
+        retention). See docs/faults.md, "What a caller may assume when a call fails".
 
         With `shard_key`, the message goes to the shard of the key instead of the shard of
         its id (a queue of several shards): messages with one key stay in one shard."""
@@ -497,15 +509,21 @@ class _Reliable(_Queue[_delayq.ReliableQueue]):
 
     @call
     def cancel(self, id: str) -> bool:
-        """Removes a message that has not come due yet; returns whether there was one."""
+        """Removes a message no consumer has received yet (waiting or ready; one nacked and
+        waiting for its retry too); returns whether there was one. A message in flight
+        (received, not yet acked or nacked) or dead is not touched (False). On a sharded
+        queue it looks in the id's shard, then (for an id offered with a shard key) in the
+        others."""
         return self._q.cancel(self._aio, id)  # type: ignore[no-any-return]
 
     cancel_async = twin(cancel)
 
     @call
     def reschedule(self, id: str, delay: Seconds) -> bool:
-        """Moves a message that has not come due yet to `delay` seconds from now; returns
-        whether there was one."""
+        """Moves a message no consumer has received yet (waiting or ready; one nacked and
+        waiting for its retry too) to a new due time, `delay` seconds from now (its
+        attempts unchanged); returns whether there was one. A message in flight (received,
+        not yet acked or nacked) or dead is not touched (False)."""
         return self._q.reschedule(self._aio, id, delay)  # type: ignore[no-any-return]
 
     reschedule_async = twin(reschedule)
@@ -578,7 +596,8 @@ class ReliableQueue(_Reliable, _Closing):
 
     def ack_many(self, deliveries: Iterable[Delivery]) -> list[bool]:
         """Acks many deliveries in one round trip; returns, for each, whether its lease was
-        still held (as `Delivery.ack`)."""
+        still held (as `Delivery.ack`; after a `ConnectionError`, as there, the acks may
+        have happened)."""
         return self._q.ack_many(self._aio, _handles(deliveries))  # type: ignore[no-any-return]
 
     ack_many_async = twin(ack_many)

@@ -1,6 +1,8 @@
 # The native module: handles on core's client and queues. Each call takes `aio` first:
 # None to block for the outcome (returned), or the running loop's `Completer` to get a
 # `Pending` (awaited by `delayq._aio.Awaiting`). The classes users see are in `_api`.
+# The items `delayq` re-exports keep their docstrings here, so that editors show them.
+# ruff: noqa: PYI021
 
 from os import PathLike
 from typing import Any, Optional, Union, final
@@ -41,11 +43,26 @@ DURABILITY_TIMEOUT: float
 DEAD_LETTERS_LIMIT: int
 CONCURRENCY: int
 
-def pack_entry(id: _Bytes, value: _Bytes) -> bytes: ...
-def unpack_entry(packed: _Bytes) -> tuple[bytes, bytes]: ...
-def offer_script_source() -> str: ...
-def metrics_json() -> str: ...
-def set_max_level(level: int) -> None: ...
+def pack_entry(id: _Bytes, value: _Bytes) -> bytes:
+    """Packs an entry the way Redisson does (Lua's `struct.pack('Bc0Lc0', ...)`: the id's
+    length in one byte, the id, the value's length as 8 bytes little-endian, the value). The
+    id and the value are bytes (or `str`, UTF-8), as values are everywhere; an id over 255
+    bytes raises `InvalidArgument`."""
+
+def unpack_entry(packed: _Bytes) -> tuple[bytes, bytes]:
+    """Splits a packed entry (bytes, or a `str` as UTF-8) into `(id, value)`; one that is
+    not a whole packed entry raises `InvalidArgument`."""
+
+def offer_script_source() -> str:
+    """The Lua source of the offer script (for benchmarks against other clients)."""
+
+def metrics_json() -> str:
+    """This process's counters (core's `metrics::snapshot`) as JSON; `delayq.metrics()`
+    parses it."""
+
+def set_max_level(level: int) -> None:
+    """Has core forward the records a logger at `level` (a `logging` level) lets through
+    (trace too below `logging.DEBUG`)."""
 
 @final
 class Completer:
@@ -67,11 +84,17 @@ class Pending:
 
 @final
 class TakeIter:
+    """The iterator of `DelayedQueue.iter`: a `take` per item (the value, as `bytes`),
+    until one times out."""
+
     def __iter__(self) -> TakeIter: ...
     def __next__(self) -> bytes: ...
 
 @final
 class ReceiveIter:
+    """The iterator of `ReliableQueue.iter`: a `receive` per item (a `Delivery`), until one
+    times out."""
+
     def __iter__(self) -> ReceiveIter: ...
     def __next__(self) -> _api.Delivery: ...
 

@@ -19,11 +19,25 @@ InvalidArgumentError = InvalidArgument
 
 
 class ConnectionError(DelayqError, builtins.ConnectionError):
-    """Redis could not be reached, or the connection broke."""
+    """Redis could not be reached, or the connection broke or went silent.
+
+    When the request may have been sent (its reply was lost), its outcome is unknown and
+    the message says so; delayq never sends it again. What the caller may assume: an offer
+    that failed may have been stored (to be safe, offer a reliable message again with the
+    same id: it is not created twice; a delayed queue's offer has no id, and offering the
+    value again may store it twice); an ack that failed may have happened (at-least-once:
+    the message may come back, and be processed again). See docs/faults.md, "What a caller
+    may assume when a call fails"."""
 
 
 class TimeoutError(DelayqError, builtins.TimeoutError):
-    """An operation took longer than its time limit."""
+    """An operation took longer than its time limit.
+
+    In a Redis Cluster a reply that did not come in time also surfaces as this kind, with
+    the same unknown outcome as a `ConnectionError` (an offer may have been stored, an ack
+    may have happened; see docs/cluster.md). With the durability option, an offer or ack
+    whose replicas (or append-only file) did not confirm it in time fails with this kind:
+    the write was applied on the master, but may not survive a failover."""
 
 
 class WrongTypeError(DelayqError):

@@ -124,6 +124,7 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
 
     /** The suspending calls of a [Client]. */
     inner class Coroutines internal constructor() {
+        /** [Client.serverTimeMs] as a suspending call. */
         suspend fun serverTimeMs(): Long = native { ffi.serverTimeMs() }
     }
 }

@@ -27,12 +27,16 @@ data class TlsOptions @JvmOverloads constructor(
     /** The private key of [certFile]. */
     val keyFile: Path? = null,
 ) {
+    /** A copy with [caFile] set to [value]. */
     fun withCaFile(value: Path?) = copy(caFile = value)
 
+    /** A copy with [caFile] set to the path [value]. */
     fun withCaFile(value: String) = copy(caFile = Paths.get(value))
 
+    /** A copy with [certFile] set to [value] (needs [keyFile] too; see [withClientCertificate]). */
     fun withCertFile(value: Path?) = copy(certFile = value)
 
+    /** A copy with [keyFile] set to [value]. */
     fun withKeyFile(value: Path?) = copy(keyFile = value)
 
     /** A client certificate and its key. */
@@ -56,10 +60,13 @@ data class Durability @JvmOverloads constructor(
     /** How long to wait (default 1 s). */
     val timeout: Duration = Duration.ofSeconds(1),
 ) {
+    /** A copy with [replicas] set to [value]. */
     fun withReplicas(value: Int) = copy(replicas = value)
 
+    /** A copy with [aof] set to [value]. */
     fun withAof(value: Boolean) = copy(aof = value)
 
+    /** A copy with [timeout] set to [value]. */
     fun withTimeout(value: Duration) = copy(timeout = value)
 
     internal fun toFfi(): FfiDurability {
@@ -87,10 +94,13 @@ data class ClientOptions @JvmOverloads constructor(
     /** Wait for replicas (and the append-only file) after offers and acks; null: no waiting. */
     val durability: Durability? = null,
 ) {
+    /** A copy with [cluster] set to [value]. */
     fun withCluster(value: Boolean) = copy(cluster = value)
 
+    /** A copy with [tls] set to [value]. */
     fun withTls(value: TlsOptions) = copy(tls = value)
 
+    /** A copy with [durability] set to [value] (null: no waiting). */
     fun withDurability(value: Durability?) = copy(durability = value)
 
     internal fun toFfi(urls: List<String>): ConnectOptions =

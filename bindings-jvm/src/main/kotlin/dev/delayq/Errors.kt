@@ -15,11 +15,30 @@ open class DelayqException(val kind: String, message: String, cause: Throwable? 
 class InvalidArgumentException(message: String, cause: Throwable? = null) :
     DelayqException("invalid_argument", message, cause)
 
-/** Redis could not be reached, or the connection broke. */
+/**
+ * Redis could not be reached, or the connection broke or went silent. When the request may
+ * have been sent (its reply was lost), the outcome of the call is unknown and the message
+ * says so. What the caller may assume then:
+ * - an offer that failed may have been stored (at most once: delayq never sends it again).
+ *   To be safe, offer a reliable queue's message again with the same id: it is not created
+ *   twice (see [ReliableQueue.offer] for how long an id is remembered). A delayed queue's
+ *   values carry no id: offering one again may store it twice.
+ * - an ack that failed may have happened; if it did not, the message comes back after its
+ *   lease (at-least-once).
+ *
+ * In a Redis Cluster a reply that did not come in time may surface as a [TimeoutException]
+ * instead, with the same unknown outcome. See `docs/faults.md`, "What a caller may assume
+ * when a call fails".
+ */
 class ConnectionException(message: String, cause: Throwable? = null) :
     DelayqException("connection", message, cause)
 
-/** An operation took longer than its time limit. */
+/**
+ * An operation took longer than its time limit. In a Redis Cluster a reply that did not come
+ * in time also surfaces as this kind, with the same unknown outcome as a [ConnectionException].
+ * From an offer or ack with the [Durability] option: the write was applied on the master but
+ * not confirmed in time; it may not survive a failover.
+ */
 class TimeoutException(message: String, cause: Throwable? = null) :
     DelayqException("timeout", message, cause)
 

@@ -21,15 +21,25 @@ data class Histogram(val buckets: List<Bucket>, val count: Long, val sumSeconds:
  * receipt (reliable queues, server clock), [transferDuration] times each transfer pass.
  */
 data class QueueMetrics(
+    /** `delayed` or `reliable`. */
     val kind: String,
+    /** The queue's name. */
     val name: String,
+    /** Messages created by offers (not de-duplicated offers). */
     val offered: Long,
+    /** Receives or takes. */
     val delivered: Long,
+    /** Acks that held their lease. */
     val acked: Long,
+    /** Nacks for a retry. */
     val nacked: Long,
+    /** Messages buried: nacked, or their lease ended, on the last attempt (the latter when this process's transfer pass found it). */
     val dead: Long,
+    /** Failed transfer passes. */
     val transferErrors: Long,
+    /** From due time to receipt (reliable queues, server clock). */
     val lateness: Histogram,
+    /** The time of each transfer pass. */
     val transferDuration: Histogram,
 )
 

@@ -106,22 +106,31 @@ data class ReliableQueueOptions @JvmOverloads constructor(
     /** Longest pause between two passes of this process's transfer task (null, the default: core's, 1 s). */
     val reconcileInterval: Duration? = null,
 ) {
+    /** A copy with [visibilityTimeout] set to [value]. */
     fun withVisibilityTimeout(value: Duration?) = copy(visibilityTimeout = value)
 
+    /** A copy with [maxAttempts] set to [value]. */
     fun withMaxAttempts(value: Int?) = copy(maxAttempts = value)
 
+    /** A copy with [backoff] set to [value]. */
     fun withBackoff(value: Backoff?) = copy(backoff = value)
 
+    /** A copy with [shards] set to [value]. */
     fun withShards(value: Int?) = copy(shards = value)
 
+    /** A copy with [deadLetterRetention] set to [value]. */
     fun withDeadLetterRetention(value: Duration?) = copy(deadLetterRetention = value)
 
+    /** A copy with [idempotencyRetention] set to [value]. */
     fun withIdempotencyRetention(value: Duration?) = copy(idempotencyRetention = value)
 
+    /** A copy with [updateSettings] set to [value]. */
     fun withUpdateSettings(value: Boolean) = copy(updateSettings = value)
 
+    /** A copy with [scheduler] set to [value]. */
     fun withScheduler(value: Boolean) = copy(scheduler = value)
 
+    /** A copy with [reconcileInterval] set to [value]. */
     fun withReconcileInterval(value: Duration?) = copy(reconcileInterval = value)
 
     internal fun toFfi(): FfiReliableQueueOptions {
@@ -148,11 +157,17 @@ data class ReliableQueueOptions @JvmOverloads constructor(
  * requeued or purged) and acked ids ([idempotencyRetention]; null: not at all) are kept.
  */
 data class ReliableSettings(
+    /** How long a received message stays invisible (its lease) before it is delivered again, unless acked, nacked or extended. */
     val visibilityTimeout: Duration,
+    /** Deliveries before a message goes to the dead letters. */
     val maxAttempts: Int,
+    /** The delay before a retry when [Delivery.nack] is called without one (and when a [ReliableQueue.consume] handler fails). */
     val backoff: Backoff,
+    /** Sub-queues the queue is split into, a power of two. */
     val shards: Int,
+    /** How long dead letters are kept (null: until requeued or purged). */
     val deadLetterRetention: Duration?,
+    /** How long the id of an acked message is remembered, so that an offer of the same id is de-duplicated (null: forgotten at the ack). */
     val idempotencyRetention: Duration?,
 )
 
@@ -188,6 +203,7 @@ class ReliableOffer
 
 /** What [ReliableQueue.consume] runs for each delivery: returning acks it, throwing nacks it. */
 fun interface DeliveryHandler {
+    /** Handles [delivery]: returning acks it; throwing nacks it with the queue's back-off (core logs the exception with its stack trace). */
     @Throws(Exception::class)
     fun handle(delivery: Delivery)
 }
@@ -232,9 +248,15 @@ class Delivery internal constructor(internal val ffi: FfiDelivery) {
      */
     fun extend(duration: Duration): Boolean = native { ffi.extendBlocking(Bridge.delay(duration)) }
 
+    /** [extend] without blocking. */
     fun extendAsync(duration: Duration): CompletableFuture<Boolean> = Bridge.future { coroutines.extend(duration) }
 
-    /** Acknowledges the message: it is done. False when this delivery had already ended (settled, or timed out). */
+    /**
+     * Acknowledges the message: it is done. False when this delivery had already ended
+     * (settled, or timed out). After a [ConnectionException] (in a Redis Cluster, also a
+     * [TimeoutException]) the ack may or may not have happened: if it did not, the message
+     * comes back after its lease (at-least-once).
+     */
     fun ack(): Boolean = native { ffi.ackBlocking() }
 
     /** Gives the message back for a retry after the queue's back-off, or to the dead letters after its last attempt. */
@@ -243,22 +265,29 @@ class Delivery internal constructor(internal val ffi: FfiDelivery) {
     /** Gives the message back for a retry after [delay], or to the dead letters after its last attempt. */
     fun nack(delay: Duration): Boolean = native { ffi.nackBlocking(Bridge.delay(delay)) }
 
+    /** [ack] without blocking. */
     fun ackAsync(): CompletableFuture<Boolean> = Bridge.future { coroutines.ack() }
 
+    /** [nack] without blocking. */
     fun nackAsync(): CompletableFuture<Boolean> = Bridge.future { coroutines.nack() }
 
+    /** [nack] with [delay] without blocking. */
     fun nackAsync(delay: Duration): CompletableFuture<Boolean> = Bridge.future { coroutines.nack(delay) }
 
     override fun toString() = "Delivery(id=$id, attempt=$attempt, dueAt=$dueAt, deadline=$deadline, payload=${payload.size} bytes)"
 
     /** The suspending calls of a [Delivery]. */
     inner class Coroutines internal constructor() {
+        /** [Delivery.extend] as a suspending call. */
         suspend fun extend(duration: Duration): Boolean = native { ffi.extend(Bridge.delay(duration)) }
 
+        /** [Delivery.ack] as a suspending call. */
         suspend fun ack(): Boolean = native { ffi.ack() }
 
+        /** [Delivery.nack] as a suspending call. */
         suspend fun nack(): Boolean = native { ffi.nack(null) }
 
+        /** [Delivery.nack] with [delay] as a suspending call. */
         suspend fun nack(delay: Duration): Boolean = native { ffi.nack(Bridge.delay(delay)) }
     }
 }
@@ -281,15 +310,23 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
     /**
      * Offers [payload], due after [delay]; returns its id: [id] when given, else a generated
-     * one. A message with that id still waiting or in flight is not offered twice: the call
-     * returns the id and leaves that message as it is. With [shardKey] (1 to 256 bytes), the
-     * message goes to the shard of the key instead of the shard of its id, so that messages
-     * with one key stay in one shard (a queue of several shards; `docs/cluster.md`).
+     * (unique) one. With [id], a message with that id still waiting, ready or in flight (or
+     * acked within the idempotency retention) is not offered twice: the call returns the id
+     * and leaves the existing message as it is (payload and due time unchanged). With
+     * [shardKey] (1 to 256 bytes), the message goes to the shard of the key instead of the
+     * shard of its id, so that messages with one key stay in one shard (a queue of several
+     * shards; `docs/cluster.md`); de-duplication by id holds within a shard, so offer an id
+     * always with the same shard key (or always without).
+     *
+     * After a [ConnectionException] (in a Redis Cluster, also a [TimeoutException]) the
+     * message may or may not be stored: offered with an id, it is safe to offer it again
+     * with that id.
      */
     @JvmOverloads
     fun offer(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): String =
         offerWithOutcome(payload, delay, id, shardKey).id
 
+    /** [offer] of a UTF-8 string payload. */
     @JvmOverloads
     fun offer(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): String =
         offer(Bridge.utf8(payload), delay, id, shardKey)
@@ -299,6 +336,7 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     fun offerWithOutcome(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): OfferOutcome =
         native { outcome(ffi.offerAllBlocking(listOf(ReliableOfferEntry(payload, Bridge.delay(delay), id, shardKey))).single()) }
 
+    /** [offerWithOutcome] of a UTF-8 string payload. */
     @JvmOverloads
     fun offerWithOutcome(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): OfferOutcome =
         offerWithOutcome(Bridge.utf8(payload), delay, id, shardKey)
@@ -306,10 +344,11 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     /** Offers many messages, one round trip per thousand; returns their ids in order. All are checked first. */
     fun offerAll(messages: List<ReliableOffer>): List<String> = offerAllWithOutcome(messages).map { it.id }
 
-    /** [offerAll] of `payload to delay` pairs, as Kotlin writes them: `offerAll(listOf("a" to Duration.ofSeconds(5)))`. */
+    /** [offerAll] of `payload to delay` pairs, as Kotlin writes them: `offerAll(listOf(bytes to Duration.ofSeconds(5)))`. */
     @JvmName("offerAllBytePairs")
     fun offerAll(messages: List<Pair<ByteArray, Duration>>): List<String> = offerAll(messages.map { ReliableOffer(it.first, it.second) })
 
+    /** [offerAll] of `payload to delay` pairs with UTF-8 string payloads: `offerAll(listOf("a" to Duration.ofSeconds(5)))`. */
     @JvmName("offerAllStringPairs")
     fun offerAll(messages: List<Pair<String, Duration>>): List<String> = offerAll(messages.map { ReliableOffer(it.first, it.second) })
 
@@ -317,10 +356,18 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     fun offerAllWithOutcome(messages: List<ReliableOffer>): List<OfferOutcome> =
         native { ffi.offerAllBlocking(messages.map(::entry)).map(::outcome) }
 
-    /** Removes a message that has not come due yet; returns whether there was one. */
+    /**
+     * Removes a message no consumer has received yet: waiting (for its due time, or for a
+     * retry) or ready; not one in flight (received, not settled) or dead. Returns whether
+     * there was one.
+     */
     fun cancel(id: String): Boolean = native { ffi.cancelBlocking(id) }
 
-    /** Moves a message that has not come due yet to [delay] from now; returns whether there was one. */
+    /**
+     * Moves a message no consumer has received yet (waiting, for its due time or for a
+     * retry, or ready; not one in flight or dead) to [delay] from now, its attempts
+     * unchanged. Returns whether there was one.
+     */
     fun reschedule(id: String, delay: Duration): Boolean = native { ffi.rescheduleBlocking(id, Bridge.delay(delay)) }
 
     /** The next ready message, waiting up to [timeout] on the server; null when it passes. */
@@ -335,7 +382,10 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     /** Up to [n] ready messages in one round trip, waiting as long as it takes for the first. */
     fun receiveMany(n: Int): List<Delivery> = native { ffi.receiveManyBlocking(count(n), null).map(::Delivery) }
 
-    /** Acks many deliveries in one round trip; for each, whether its lease was still held (see [Delivery.ack]). */
+    /**
+     * Acks many deliveries in one round trip; for each, whether its lease was still held (see
+     * [Delivery.ack]; after a [ConnectionException] each ack may or may not have happened).
+     */
     fun ackMany(deliveries: List<Delivery>): List<Boolean> = native { ffi.ackManyBlocking(deliveries.map { it.ffi }) }
 
     /** The queue's settings as stored in Redis (stored from this handle's options if the queue had none). */
@@ -387,39 +437,49 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
     /** [consumeAsync] with the handler last. */
     fun consumeAsync(concurrency: Int, handler: DeliveryHandler): CompletableFuture<Void?> = consumeAsync(handler, concurrency)
 
+    /** [offer] without blocking. Cancelling the future may leave the message stored or not, as a [ConnectionException] does. */
     @JvmOverloads
     fun offerAsync(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): CompletableFuture<String> =
         Bridge.future { coroutines.offer(payload, delay, id, shardKey) }
 
+    /** [offerAsync] of a UTF-8 string payload. */
     @JvmOverloads
     fun offerAsync(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): CompletableFuture<String> =
         Bridge.future { coroutines.offer(payload, delay, id, shardKey) }
 
+    /** [offerWithOutcome] without blocking. */
     @JvmOverloads
     fun offerWithOutcomeAsync(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): CompletableFuture<OfferOutcome> =
         Bridge.future { coroutines.offerWithOutcome(payload, delay, id, shardKey) }
 
+    /** [offerWithOutcomeAsync] of a UTF-8 string payload. */
     @JvmOverloads
     fun offerWithOutcomeAsync(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): CompletableFuture<OfferOutcome> =
         Bridge.future { coroutines.offerWithOutcome(payload, delay, id, shardKey) }
 
+    /** [offerAll] without blocking. */
     fun offerAllAsync(messages: List<ReliableOffer>): CompletableFuture<List<String>> = Bridge.future { coroutines.offerAll(messages) }
 
+    /** [offerAllWithOutcome] without blocking. */
     fun offerAllWithOutcomeAsync(messages: List<ReliableOffer>): CompletableFuture<List<OfferOutcome>> = Bridge.future { coroutines.offerAllWithOutcome(messages) }
 
+    /** [cancel] without blocking. */
     fun cancelAsync(id: String): CompletableFuture<Boolean> = Bridge.future { coroutines.cancel(id) }
 
+    /** [reschedule] without blocking. */
     fun rescheduleAsync(id: String, delay: Duration): CompletableFuture<Boolean> = Bridge.future { coroutines.reschedule(id, delay) }
 
     /** [receive] without blocking; cancelling the future cancels the wait and loses nothing (a message received meanwhile goes back untouched). */
     fun receiveAsync(timeout: Duration): CompletableFuture<Delivery?> = Bridge.handedOver { receiving(Bridge.timeout(timeout)) }
 
+    /** [receive] with no timeout, without blocking; cancelling the future loses nothing (a message received meanwhile goes back untouched). */
     fun receiveAsync(): CompletableFuture<Delivery> = Bridge.handedOver { receiving(null).map { it!! } }
 
     /** [receiveMany] without blocking; cancelling the future loses nothing (what was received meanwhile goes back untouched). */
     fun receiveManyAsync(n: Int, timeout: Duration): CompletableFuture<List<Delivery>> =
         Bridge.handedOver { receivingMany(n, Bridge.timeout(timeout)) }
 
+    /** [receiveMany] with no timeout, without blocking; cancelling the future loses nothing (what was received meanwhile goes back untouched). */
     fun receiveManyAsync(n: Int): CompletableFuture<List<Delivery>> = Bridge.handedOver { receivingMany(n, null) }
 
     /** Core's hand-over of a receive: holds a delivery until claimed, gives it back untouched if nobody does. */
@@ -433,20 +493,28 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
         return Handover(h::onReady, { native { h.claim() }.map(::Delivery) }, h::giveUp)
     }
 
+    /** [ackMany] without blocking. */
     fun ackManyAsync(deliveries: List<Delivery>): CompletableFuture<List<Boolean>> = Bridge.future { coroutines.ackMany(deliveries) }
 
+    /** [settings] without blocking. */
     fun settingsAsync(): CompletableFuture<ReliableSettings> = Bridge.future { coroutines.settings() }
 
+    /** [stats] without blocking. */
     fun statsAsync(): CompletableFuture<ReliableStats> = Bridge.future { coroutines.stats() }
 
+    /** [deadLetters] with [limit] without blocking. */
     fun deadLettersAsync(limit: Int): CompletableFuture<List<DeadLetter>> = Bridge.future { coroutines.deadLetters(limit) }
 
+    /** [deadLetters] without blocking. */
     fun deadLettersAsync(): CompletableFuture<List<DeadLetter>> = Bridge.future { coroutines.deadLetters() }
 
+    /** [requeueDead] of these [ids] without blocking. */
     fun requeueDeadAsync(ids: List<String>): CompletableFuture<Long> = Bridge.future { coroutines.requeueDead(ids) }
 
+    /** [requeueDead] of every dead letter without blocking. */
     fun requeueDeadAsync(): CompletableFuture<Long> = Bridge.future { coroutines.requeueDead() }
 
+    /** [purgeDead] without blocking. */
     fun purgeDeadAsync(): CompletableFuture<Long> = Bridge.future { coroutines.purgeDead() }
 
     /**
@@ -474,39 +542,54 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
 
     /** The suspending calls of a [ReliableQueue]; cancelling a coroutine cancels its call. */
     inner class Coroutines internal constructor() {
+        /**
+         * [ReliableQueue.offer] as a suspending call; cancelling the coroutine may leave the
+         * message stored or not, as a [ConnectionException] does.
+         */
         suspend fun offer(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): String =
             offerWithOutcome(payload, delay, id, shardKey).id
 
+        /** [offer] of a UTF-8 string payload. */
         suspend fun offer(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): String =
             offer(Bridge.utf8(payload), delay, id, shardKey)
 
+        /** [ReliableQueue.offerWithOutcome] as a suspending call. */
         suspend fun offerWithOutcome(payload: ByteArray, delay: Duration, id: String? = null, shardKey: String? = null): OfferOutcome =
             native { outcome(ffi.offerAll(listOf(ReliableOfferEntry(payload, Bridge.delay(delay), id, shardKey))).single()) }
 
+        /** [offerWithOutcome] of a UTF-8 string payload. */
         suspend fun offerWithOutcome(payload: String, delay: Duration, id: String? = null, shardKey: String? = null): OfferOutcome =
             offerWithOutcome(Bridge.utf8(payload), delay, id, shardKey)
 
+        /** [ReliableQueue.offerAll] as a suspending call. */
         suspend fun offerAll(messages: List<ReliableOffer>): List<String> = offerAllWithOutcome(messages).map { it.id }
 
+        /** [ReliableQueue.offerAllWithOutcome] as a suspending call. */
         suspend fun offerAllWithOutcome(messages: List<ReliableOffer>): List<OfferOutcome> =
             native { ffi.offerAll(messages.map(::entry)).map(::outcome) }
 
+        /** [ReliableQueue.cancel] as a suspending call. */
         suspend fun cancel(id: String): Boolean = native { ffi.cancel(id) }
 
+        /** [ReliableQueue.reschedule] as a suspending call. */
         suspend fun reschedule(id: String, delay: Duration): Boolean = native { ffi.reschedule(id, Bridge.delay(delay)) }
 
         /** Cancel-safe: a delivery received for a coroutine cancelled meanwhile goes back untouched. */
         suspend fun receive(timeout: Duration): Delivery? = Bridge.await(receiving(Bridge.timeout(timeout)))
 
+        /** [ReliableQueue.receive] with no timeout; cancel-safe, as the one with a timeout. */
         suspend fun receive(): Delivery = Bridge.await(receiving(null))!!
 
         /** Cancel-safe: deliveries received for a coroutine cancelled meanwhile go back untouched. */
         suspend fun receiveMany(n: Int, timeout: Duration): List<Delivery> = Bridge.await(receivingMany(n, Bridge.timeout(timeout)))
 
+        /** [ReliableQueue.receiveMany] with no timeout; cancel-safe, as the one with a timeout. */
         suspend fun receiveMany(n: Int): List<Delivery> = Bridge.await(receivingMany(n, null))
 
+        /** [ReliableQueue.ackMany] as a suspending call. */
         suspend fun ackMany(deliveries: List<Delivery>): List<Boolean> = native { ffi.ackMany(deliveries.map { it.ffi }) }
 
+        /** [ReliableQueue.settings] as a suspending call. */
         suspend fun settings(): ReliableSettings = native { settings(ffi.settings()) }
 
         /** [ReliableQueue.closeGracefully]; cancelling the coroutine closes the handle at once. */
@@ -515,16 +598,22 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
         /** [closeGracefully], by the name the other languages give it. */
         suspend fun close(deadline: Duration): Unit = closeGracefully(deadline)
 
+        /** [ReliableQueue.stats] as a suspending call. */
         suspend fun stats(): ReliableStats = native { stats(ffi.stats()) }
 
+        /** [ReliableQueue.deadLetters] with [limit] as a suspending call. */
         suspend fun deadLetters(limit: Int): List<DeadLetter> = native { ffi.deadLetters(limit(limit)).map(::deadLetter) }
 
+        /** [ReliableQueue.deadLetters] as a suspending call. */
         suspend fun deadLetters(): List<DeadLetter> = native { ffi.deadLetters(null).map(::deadLetter) }
 
+        /** [ReliableQueue.requeueDead] of these [ids] as a suspending call. */
         suspend fun requeueDead(ids: List<String>): Long = native { ffi.requeueDead(ids).toLong() }
 
+        /** [ReliableQueue.requeueDead] of every dead letter as a suspending call. */
         suspend fun requeueDead(): Long = native { ffi.requeueDead(null).toLong() }
 
+        /** [ReliableQueue.purgeDead] as a suspending call. */
         suspend fun purgeDead(): Long = native { ffi.purgeDead().toLong() }
 
         /**
