@@ -136,8 +136,7 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// Time limit for the reply to a non-blocking command or script (default 5 s). A
     /// connection whose reply is late is replaced; the call fails with a `connection`
-    /// error, since whether the command ran is unknown (in a Redis Cluster, the cluster connection
-    /// may report it as a `timeout` error, equally unknown).
+    /// error, since whether the command ran is unknown (in a Redis Cluster too).
     pub response_timeout: Duration,
     /// Certificates for `rediss://` (a private CA, a client certificate).
     pub tls: TlsOptions,
@@ -1036,7 +1035,9 @@ impl ConnectionLike for Commands {
                 r.request_within(limit, async |c| c.req_packed_command(cmd).await)
                     .await
             }),
-            Commands::Cluster(c) => c.req_packed_command(cmd),
+            Commands::Cluster(c) => {
+                Box::pin(async move { c.req_packed_command(cmd).await.map_err(late_reply_lost) })
+            }
         }
     }
 
@@ -1054,7 +1055,10 @@ impl ConnectionLike for Commands {
                 })
                 .await
             }),
-            Commands::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Commands::Cluster(c) => Box::pin(async move {
+                let sent = c.req_packed_commands(pipeline, offset, count).await;
+                sent.map_err(late_reply_lost)
+            }),
         }
     }
 
@@ -1064,6 +1068,19 @@ impl ConnectionLike for Commands {
             Commands::Cluster(c) => c.get_db(),
         }
     }
+}
+
+/// A cluster request whose reply did not come within the response time limit: redis-rs
+/// says "timed out", but whether the request ran is unknown, which is a `connection`
+/// error (as on one server; SPEC section 10).
+fn late_reply_lost(e: RedisError) -> RedisError {
+    if !e.is_timeout() {
+        return e;
+    }
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "no reply from Redis in time; whether the command ran is unknown",
+    ))
 }
 
 /// A connection used for one blocking command at a time. (Clones share it: a sharded

@@ -15,9 +15,8 @@ pub enum ErrorKind {
     /// twice), an ack that failed may have happened (at-least-once: the message may come
     /// back). See docs/faults.md, "What a caller may assume when a call fails".
     Connection,
-    /// An operation took longer than its time limit. In a Redis Cluster a reply that did
-    /// not come in time also surfaces as this kind, with the same unknown outcome as a
-    /// `Connection` error.
+    /// An operation took longer than its time limit (with the durability option: a write
+    /// applied on the master that replicas did not confirm in time).
     Timeout,
     /// A key of the queue holds another Redis type (`WRONGTYPE`). Nothing was written.
     WrongType,

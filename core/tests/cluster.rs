@@ -161,3 +161,59 @@ async fn a_replica_that_never_answers_stops_no_connect_and_no_call() {
     }
     client.close();
 }
+
+/// A reply later than the response time limit, on a cluster: the call fails with a
+/// `connection` error (its outcome unknown, as on one server) within the limit and the
+/// margin, not a `timeout`, and the offer is not sent again (a reliable offer with a
+/// generated id, and a delayed offer, are stored at most once).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_late_reply_on_a_cluster_is_a_connection_error_and_the_offer_is_not_sent_again() {
+    let cluster = Cluster::start();
+    let mut opts = ClientOptions::cluster(cluster.seeds());
+    opts.response_timeout = Duration::from_millis(500);
+    let client = Client::connect_with(opts).await.unwrap();
+    let off = delayq::SchedulerOptions {
+        enabled: false,
+        ..Default::default()
+    };
+    let r = client
+        .reliable_queue(
+            "late-reply",
+            ReliableQueueOptions {
+                scheduler: off.clone(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let q = client.delayed_queue_with("late-reply-d", off).unwrap();
+    // Both handles ready (settings stored), so that each call below is one script call.
+    assert_eq!(r.stats().await.unwrap(), Default::default());
+    assert_eq!(q.size().await.unwrap(), 0);
+
+    let pause = |ms: &str| {
+        for n in &cluster.nodes {
+            assert_eq!(n.cli(&["CLIENT", "PAUSE", ms, "ALL"]), "OK");
+        }
+    };
+    pause("2500");
+    let started = std::time::Instant::now();
+    let offered = r.offer("job", Duration::from_secs(600), None).await;
+    let late = started.elapsed();
+    let err = offered.expect_err("no reply while the master is paused");
+    assert_eq!(err.kind(), delayq::ErrorKind::Connection, "{err}");
+    assert!(
+        late < Duration::from_millis(500) + Duration::from_secs(3),
+        "{late:?}"
+    );
+    let offered = q.offer("v", Duration::from_secs(600)).await;
+    let err = offered.expect_err("no reply while the master is paused");
+    assert_eq!(err.kind(), delayq::ErrorKind::Connection, "{err}");
+
+    // Once the pause ends (a PING waits for it), what was sent ran at most once.
+    for n in &cluster.nodes {
+        assert_eq!(n.cli(&["PING"]), "PONG");
+    }
+    assert!(r.stats().await.unwrap().delayed <= 1);
+    assert!(q.size().await.unwrap() <= 1);
+    client.close();
+}
