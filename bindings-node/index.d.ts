@@ -166,9 +166,7 @@ export type Millis = number | bigint
  *   again may store it twice); an ack that failed may have happened (at-least-once: the
  *   message may come back). See docs/faults.md, "What a caller may assume when a call
  *   fails".
- * - `timeout`: an operation took longer than its time limit. In a Redis Cluster a reply
- *   that did not come in time also surfaces as this kind, with the same unknown outcome as
- *   `connection` (see docs/cluster.md). With the durability option, an offer or ack not
+ * - `timeout`: an operation took longer than its time limit. With the durability option, an offer or ack not
  *   confirmed in time fails with this kind: the write was applied on the master, but may
  *   not survive a failover.
  * - `wrong_type`: a key of the queue holds another Redis type (`WRONGTYPE`); nothing was

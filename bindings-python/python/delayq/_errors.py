@@ -22,7 +22,8 @@ class ConnectionError(DelayqError, builtins.ConnectionError):
     """Redis could not be reached, or the connection broke or went silent.
 
     When the request may have been sent (its reply was lost), its outcome is unknown and
-    the message says so; delayq never sends it again. What the caller may assume: an offer
+    the message says so; delayq does not send it again (in a Redis Cluster, redis-rs resends
+    a request whose connection dropped: see docs/faults.md). What the caller may assume: an offer
     that failed may have been stored (to be safe, offer a reliable message again with the
     same id: it is not created twice; a delayed queue's offer has no id, and offering the
     value again may store it twice); an ack that failed may have happened (at-least-once:
@@ -33,9 +34,7 @@ class ConnectionError(DelayqError, builtins.ConnectionError):
 class TimeoutError(DelayqError, builtins.TimeoutError):
     """An operation took longer than its time limit.
 
-    In a Redis Cluster a reply that did not come in time also surfaces as this kind, with
-    the same unknown outcome as a `ConnectionError` (an offer may have been stored, an ack
-    may have happened; see docs/cluster.md). With the durability option, an offer or ack
+    With the durability option, an offer or ack
     whose replicas (or append-only file) did not confirm it in time fails with this kind:
     the write was applied on the master, but may not survive a failover."""
 

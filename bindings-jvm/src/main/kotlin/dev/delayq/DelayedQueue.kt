@@ -61,8 +61,7 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
 
     /**
      * Offers [value] to be delivered after [delay]; returns its due time (Unix ms, server
-     * clock). After a [ConnectionException] (in a Redis Cluster, also a [TimeoutException])
-     * the value may or may not be stored (at most once); values carry no id, so offering it
+     * clock). After a [ConnectionException] the value may or may not be stored (at most once); values carry no id, so offering it
      * again may store it twice.
      */
     fun offer(value: ByteArray, delay: Duration): Long =

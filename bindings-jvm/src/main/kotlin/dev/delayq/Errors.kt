@@ -26,17 +26,14 @@ class InvalidArgumentException(message: String, cause: Throwable? = null) :
  * - an ack that failed may have happened; if it did not, the message comes back after its
  *   lease (at-least-once).
  *
- * In a Redis Cluster a reply that did not come in time may surface as a [TimeoutException]
- * instead, with the same unknown outcome. See `docs/faults.md`, "What a caller may assume
+ * See `docs/faults.md`, "What a caller may assume
  * when a call fails".
  */
 class ConnectionException(message: String, cause: Throwable? = null) :
     DelayqException("connection", message, cause)
 
 /**
- * An operation took longer than its time limit. In a Redis Cluster a reply that did not come
- * in time also surfaces as this kind, with the same unknown outcome as a [ConnectionException].
- * From an offer or ack with the [Durability] option: the write was applied on the master but
+ * An operation took longer than its time limit. From an offer or ack with the [Durability] option: the write was applied on the master but
  * not confirmed in time; it may not survive a failover.
  */
 class TimeoutException(message: String, cause: Throwable? = null) :

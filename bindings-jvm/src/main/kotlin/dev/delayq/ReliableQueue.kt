@@ -253,8 +253,7 @@ class Delivery internal constructor(internal val ffi: FfiDelivery) {
 
     /**
      * Acknowledges the message: it is done. False when this delivery had already ended
-     * (settled, or timed out). After a [ConnectionException] (in a Redis Cluster, also a
-     * [TimeoutException]) the ack may or may not have happened: if it did not, the message
+     * (settled, or timed out). After a [ConnectionException] the ack may or may not have happened: if it did not, the message
      * comes back after its lease (at-least-once).
      */
     fun ack(): Boolean = native { ffi.ackBlocking() }
@@ -318,7 +317,7 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
      * shards; `docs/cluster.md`); de-duplication by id holds within a shard, so offer an id
      * always with the same shard key (or always without).
      *
-     * After a [ConnectionException] (in a Redis Cluster, also a [TimeoutException]) the
+     * After a [ConnectionException] the
      * message may or may not be stored: offered with an id, it is safe to offer it again
      * with that id.
      */
