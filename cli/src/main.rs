@@ -284,6 +284,7 @@ async fn run(cli: Cli) -> CliResult<()> {
             let stop = stop_flag();
             let client = delayq::Client::connect_by(opts.clone(), deadline).await?;
             let queue = client.delayed_queue(&queue)?;
+            let mut reconnects = Reconnects::new();
             for _ in 0..count {
                 // Waits of at most STOP_CHECK, never cut short: a Ctrl-C or SIGTERM ends
                 // the command between two, and a value taken meanwhile is printed.
@@ -298,7 +299,8 @@ async fn run(cli: Cli) -> CliResult<()> {
                         break queue.poll().await?;
                     }
                     let wait = left.map_or(STOP_CHECK, |l| l.min(STOP_CHECK));
-                    if let Some(value) = queue.take(Some(wait)).await? {
+                    let taken = queue.take(Some(wait)).await;
+                    if let Some(value) = reconnects.after(taken, deadline).await? {
                         break Some(value);
                     }
                 };
@@ -560,6 +562,55 @@ pub(crate) fn encode_output(value: &[u8], base64: bool) -> Vec<u8> {
 /// the server hands over then would have to be given back by a task that the exit would
 /// cut short in turn (values were lost so, a few in a hundred interrupts).
 pub(crate) const STOP_CHECK: Duration = Duration::from_millis(200);
+
+/// The waits of a consuming command (`take`, `reliable receive`) through connection
+/// errors: each wait is a call of its own (of at most [`STOP_CHECK`]), so a Redis restart
+/// or failover between two fails the next one at its first connection. With time left,
+/// such an error is told once and the command waits for Redis again (as core's blocking
+/// waits do within one call), rather than ending a long-running consumer.
+pub(crate) struct Reconnects {
+    pause: Duration,
+    told: bool,
+}
+
+impl Reconnects {
+    pub(crate) fn new() -> Self {
+        Reconnects {
+            pause: Duration::from_millis(50),
+            told: false,
+        }
+    }
+
+    /// Ok(None) after a wait that returned nothing; after a connection error, Ok(None)
+    /// once it paused (up to the deadline), or the error when no time is left.
+    pub(crate) async fn after<T>(
+        &mut self,
+        waited: delayq::Result<Option<T>>,
+        deadline: Option<Instant>,
+    ) -> delayq::Result<Option<T>> {
+        let e = match waited {
+            Err(e) if e.kind() == delayq::ErrorKind::Connection => e,
+            Ok(got) => {
+                if std::mem::take(&mut self.told) {
+                    tracing::warn!("Redis answers again; waiting");
+                }
+                self.pause = Duration::from_millis(50);
+                return Ok(got);
+            }
+            Err(e) => return Err(e),
+        };
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if left == Some(Duration::ZERO) {
+            return Err(e);
+        }
+        if !std::mem::replace(&mut self.told, true) {
+            tracing::warn!(error = %e, "lost Redis while waiting; waiting for it again");
+        }
+        tokio::time::sleep(left.map_or(self.pause, |l| l.min(self.pause))).await;
+        self.pause = (self.pause * 2).min(STOP_CHECK);
+        Ok(None)
+    }
+}
 
 /// Turns true once Ctrl-C or SIGTERM came; the handlers are installed at once, so that
 /// from now on neither kills the process.

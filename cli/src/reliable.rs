@@ -134,8 +134,9 @@ enum ReliableCommand {
         /// Leave the messages in flight: they come back after the visibility timeout.
         #[arg(long)]
         no_ack: bool,
-        /// After receiving, keep running (holding the messages) until Ctrl-C or SIGTERM,
-        /// which give the held messages back (not counted as an attempt).
+        /// After receiving, keep running (holding the messages, unacked: implies
+        /// --no-ack) until Ctrl-C or SIGTERM, which give the held messages back (not
+        /// counted as an attempt).
         #[arg(long)]
         hold: bool,
     },
@@ -239,6 +240,7 @@ pub async fn run(
             let mut held = Vec::new();
             // Listening from the start: a Ctrl-C right after a line was printed is not lost.
             let mut stop = crate::stop_flag();
+            let mut reconnects = crate::Reconnects::new();
             for _ in 0..count {
                 // Waits of at most STOP_CHECK, never cut short: Ctrl-C or SIGTERM ends the
                 // command between two, as if the count was reached.
@@ -253,7 +255,8 @@ pub async fn run(
                         break q.receive(left).await?;
                     }
                     let wait = left.map_or(crate::STOP_CHECK, |l| l.min(crate::STOP_CHECK));
-                    if let Some(d) = q.receive(Some(wait)).await? {
+                    let received = q.receive(Some(wait)).await;
+                    if let Some(d) = reconnects.after(received, deadline).await? {
                         break Some(d);
                     }
                 };
@@ -276,7 +279,8 @@ pub async fn run(
                     };
                     return Err(output_failed(e, &after));
                 }
-                if no_ack {
+                // Held messages are not acked: `--hold` gives them back at the end.
+                if no_ack || hold {
                     held.push(d);
                 } else {
                     d.ack().await?;

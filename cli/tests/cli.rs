@@ -37,6 +37,10 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 #[test]
 fn offer_then_take_prints_the_value_when_due() {
     let server = RedisServer::start();
@@ -891,5 +895,46 @@ fn bench_sizes_of_zero_are_usage_errors() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(args[1]), "{args:?}: {err}");
+    }
+}
+
+/// `take` and `reliable receive` with no timeout are long-running consumers: a Redis
+/// restart (down for a second, connections refused) does not end them; each prints the
+/// value offered after the restart and exits 0.
+#[test]
+fn consumers_without_a_timeout_outlive_a_redis_restart() {
+    let mut server = RedisServer::start();
+    let spawn = |server: &RedisServer, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["--url", &server.url()])
+            .args(args)
+            .env_remove("REDIS_URL")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let take = spawn(&server, &["take", "restart-d", "--count", "1"]);
+    let receive = spawn(
+        &server,
+        &["reliable", "receive", "restart-r", "--count", "1"],
+    );
+    let blocked = Instant::now() + Duration::from_secs(10);
+    while !server
+        .cli(&["INFO", "clients"])
+        .contains("blocked_clients:2")
+    {
+        assert!(Instant::now() < blocked, "the consumers never blocked");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    server.restart_after(Duration::from_millis(1500));
+    let offered = delayq(&server, &["offer", "restart-d", "0", "after"]);
+    assert!(offered.status.success(), "{}", stderr(&offered));
+    let offered = delayq(&server, &["reliable", "offer", "restart-r", "0", "after"]);
+    assert!(offered.status.success(), "{}", stderr(&offered));
+    for (what, child) in [("take", take), ("receive", receive)] {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "after\n", "{what}");
     }
 }

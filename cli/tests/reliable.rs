@@ -448,7 +448,12 @@ fn a_held_receive_ends_on_ctrl_c_and_gives_its_messages_back() {
                 "--count",
                 "1",
             ])
-            .args(["--no-ack", "--hold", "--show-id"])
+            // `--hold` holds unacked with or without `--no-ack`.
+            .args(if signal == "-INT" {
+                &["--no-ack", "--hold", "--show-id"][..]
+            } else {
+                &["--hold", "--show-id"][..]
+            })
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -474,4 +479,32 @@ fn a_held_receive_ends_on_ctrl_c_and_gives_its_messages_back() {
         ];
         assert_eq!(text(&delayq(&server, &again)), "h1\t1\theld\n", "{signal}");
     }
+}
+
+/// `reliable configure Q` with no option stores the defaults for a new queue (pins them):
+/// a later handle naming other settings is refused.
+#[test]
+fn configure_without_options_stores_the_defaults() {
+    let server = RedisServer::start();
+    let settings = text(&delayq(&server, &["reliable", "configure", "pinned"]));
+    assert!(settings.contains("visibility_ms 30000\n"), "{settings}");
+    assert_eq!(server.cli(&["EXISTS", "{dq:pinned}:settings"]), "1");
+    let other = delayq(
+        &server,
+        &[
+            "reliable",
+            "offer",
+            "pinned",
+            "0",
+            "x",
+            "--visibility-ms",
+            "9000",
+        ],
+    );
+    assert_eq!(other.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(
+        err.contains("visibility timeout is 30000 ms in Redis"),
+        "{err}"
+    );
 }

@@ -306,7 +306,8 @@ pub struct ReliableQueueOptions {
     /// default).
     pub idempotency_retention: Option<Duration>,
     /// Overwrite the stored settings with the named ones instead of failing on a
-    /// difference (what `delayq reliable configure` does).
+    /// difference (what `delayq reliable configure` does); a queue with no stored settings
+    /// gets them stored, the defaults for the ones not named, even when none is named.
     pub update_settings: bool,
     /// The transfer task of this handle.
     pub scheduler: SchedulerOptions,

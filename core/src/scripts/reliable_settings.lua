@@ -5,7 +5,8 @@
 -- field/value pairs the handle named, then field/value pairs of the defaults.
 -- 'ensure': creates the settings from the named fields and the defaults when there are
 -- none (and some are named); fails when a named field differs from the stored one. 'update': overwrites the
--- named fields. 'get': changes nothing.
+-- named fields, and creates the settings (from the defaults for the rest) when there are none.
+-- 'get': changes nothing.
 -- Returns the stored settings as field/value pairs (the defaults when none are stored).
 -- The queue's other keys are checked too: a queue whose keys hold other types gets no
 -- settings written (its first call fails with WRONGTYPE and changes nothing).
@@ -16,8 +17,9 @@ local mode = ARGV[3]
 local named = tonumber(ARGV[4])
 local first_default = 5 + 2 * named
 -- A handle that names nothing does not create them: the first handle that names some does
--- (SPEC section 11), so a consumer that starts first cannot fix a producer's settings.
-if mode ~= 'get' and not (named == 0 and redis.call('EXISTS', SETTINGS) == 0) then
+-- (SPEC section 11), so a consumer that starts first cannot fix a producer's settings. An
+-- explicit update does, defaults and all (`delayq reliable configure Q` pins them).
+if mode == 'update' or (mode == 'ensure' and not (named == 0 and redis.call('EXISTS', SETTINGS) == 0)) then
   local conflicts = {}
   for i = 5, first_default - 1, 2 do
     local stored = redis.call('HGET', SETTINGS, ARGV[i])

@@ -221,6 +221,14 @@ impl RedisServer {
         self.spawn();
     }
 
+    /// [`RedisServer::restart`], down for `down` in between (connections refused).
+    #[allow(dead_code, reason = "not every test binary restarts servers")]
+    pub fn restart_after(&mut self, down: Duration) {
+        self.stop();
+        std::thread::sleep(down);
+        self.spawn();
+    }
+
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
