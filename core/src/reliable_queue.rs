@@ -39,6 +39,7 @@ use crate::logs::Escaped;
 use crate::metrics::{self, Event, QueueKind::Reliable};
 use crate::scheduler::{Job, SchedulerGuard, SchedulerOptions, TransferOutcome};
 use crate::scripts;
+use tokio::time::Instant;
 
 /// Width of one time bucket of the wheel's finest level, in ms (a generated id names the
 /// level-0 bucket of its due time). Part of the data layout: every process on a queue must
@@ -1370,14 +1371,22 @@ impl ReliableQueue {
                 "receive_many takes 1 to {MAX_RECEIVE} messages, got {n}"
             )));
         }
-        self.ensure_settings().await?;
-        let mut got = self.read_many(n, timeout).await?;
+        // The whole call answers within its timeout and the margin (SPEC 10), its first
+        // reading of the settings and a zero timeout's transfer pass included: over a
+        // silent link those would each wait the response timeout.
+        let deadline = timeout.map(crate::handle::instant_after);
+        let answer_by = deadline.map(|d| d + CALL_MARGIN);
+        within(answer_by, self.ensure_settings()).await?;
+        // The read is cancel-safe: cut short at SPEC's 3 s, what it took goes back.
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let spec_bound = deadline.map(|d| d + Duration::from_secs(3));
+        let mut got = within(spec_bound, self.read_many(n, left)).await?;
         // No wait and nothing ready: messages that came due since the transfer task's last
         // pass count, so one pass moves them and the read is made again (a message offered
         // with no delay can be received at once).
         if got.is_empty()
             && timeout.is_some_and(|t| t.is_zero())
-            && self.transfer_now().await?.moved > 0
+            && within(answer_by, self.transfer_now()).await?.moved > 0
         {
             got = self.read_many(n, timeout).await?;
         }
@@ -1997,4 +2006,18 @@ fn parse_entries(entries: Vec<Value>, queue: &ReliableQueue, shard: u32) -> Resu
         out.push(delivery);
     }
     Ok(out)
+}
+
+/// `call`, failed as a reply that did not come when it has not answered by `by` (if any).
+async fn within<T>(
+    by: Option<Instant>,
+    call: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let Some(by) = by else { return call.await };
+    match tokio::time::timeout_at(by, call).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(Error::Connection(
+            "no reply from Redis before the call's time ran out; whether the request ran is unknown".into(),
+        )),
+    }
 }

@@ -127,17 +127,32 @@ async fn partition_calls_with_a_timeout_return_in_time() {
         .delayed_queue_with("pt-delayed", no_scheduler())
         .unwrap();
     assert_eq!(pq.take(Some(Duration::ZERO)).await.unwrap(), None);
+    // A reliable handle whose settings were never read: its first receive reads them
+    // within the call's bound too (not the client's 5 s response timeout).
+    let fresh = plain
+        .reliable_queue("pt-fresh", reliable_opts(Duration::from_secs(5), false))
+        .unwrap();
     let mut checks = Checks::default();
 
     env.proxy.partition();
     let two = Duration::from_secs(2);
-    let (take, receive, size, take_0) = tokio::join!(
+    let one = Duration::from_secs(1);
+    let (take, receive, size, take_0, first_receive) = tokio::join!(
         timed(HUNG, dq.take(Some(two))),
         timed(HUNG, async {
             rq.receive(Some(two)).await.map(|d| d.map(|d| d.id))
         }),
         timed(HUNG, async { dq.size().await.map(Some) }),
         timed(HUNG, pq.take(Some(Duration::ZERO))),
+        timed(HUNG, async {
+            fresh.receive(Some(one)).await.map(|d| d.map(|d| d.id))
+        }),
+    );
+    check_timed_call(
+        &mut checks,
+        "a fresh handle's first receive(Some(1 s))",
+        one,
+        &first_receive,
     );
     check_timed_call(&mut checks, "take(Some(0))", Duration::ZERO, &take_0);
     check_timed_call(&mut checks, "take(Some(2 s))", two, &take);
