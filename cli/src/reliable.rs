@@ -104,7 +104,8 @@ fn print_settings(s: &ReliableSettings) -> String {
 
 #[derive(Subcommand)]
 enum ReliableCommand {
-    /// Offer a message; prints its id.
+    /// Offer a message; prints its id. An id already waiting, ready or in flight (or acked
+    /// within the idempotency retention) creates nothing: standard error says so.
     Offer {
         queue: String,
         delay_ms: u64,
@@ -226,6 +227,12 @@ pub async fn run(
                     shard_key.as_deref(),
                 )
                 .await?;
+            if !outcome.created {
+                eprintln!(
+                    "delayq: a message with id {:?} is already there; nothing was created (payload and due time unchanged)",
+                    outcome.id
+                );
+            }
             line(outcome.id.into_bytes())?;
         }
         ReliableCommand::Receive {

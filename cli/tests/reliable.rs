@@ -484,7 +484,7 @@ fn a_held_receive_ends_on_ctrl_c_and_gives_its_messages_back() {
 /// `reliable configure Q` with no option stores the defaults for a new queue (pins them):
 /// a later handle naming other settings is refused.
 #[test]
-fn configure_without_options_stores_the_defaults() {
+fn configure_without_options_stores_the_defaults_and_offers_tell_what_they_created() {
     let server = RedisServer::start();
     let settings = text(&delayq(&server, &["reliable", "configure", "pinned"]));
     assert!(settings.contains("visibility_ms 30000\n"), "{settings}");
@@ -507,4 +507,19 @@ fn configure_without_options_stores_the_defaults() {
         err.contains("visibility timeout is 30000 ms in Redis"),
         "{err}"
     );
+
+    // An offer that created nothing says so on standard error (its id on standard output).
+    for (i, created) in [(0, true), (1, false)] {
+        let offered = delayq(
+            &server,
+            &["reliable", "offer", "pinned", "0", "v", "--id", "a"],
+        );
+        assert_eq!(text(&offered), "a\n", "offer {i}");
+        let err = String::from_utf8_lossy(&offered.stderr);
+        assert_eq!(
+            !err.contains("already there; nothing was created"),
+            created,
+            "{err}"
+        );
+    }
 }
