@@ -1380,7 +1380,9 @@ impl ReliableQueue {
         // The read is cancel-safe: cut short at SPEC's 3 s, what it took goes back.
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         let spec_bound = deadline.map(|d| d + Duration::from_secs(3));
-        let mut got = within(spec_bound, self.read_many(n, left)).await?;
+        // (Boxed: a receive awaited inside deep futures, the service's handlers, overflowed
+        // the compiler's query depth.)
+        let mut got = within(spec_bound, Box::pin(self.read_many(n, left))).await?;
         // No wait and nothing ready: messages that came due since the transfer task's last
         // pass count, so one pass moves them and the read is made again (a message offered
         // with no delay can be received at once).
