@@ -19,7 +19,8 @@
 //! - Every TCP socket has keepalive probes on, so a peer that vanished is noticed even by
 //!   a connection nobody uses.
 //!
-//! A cluster goes through redis-rs's `cluster_async`, with the same response timeout.
+//! A cluster goes through redis-rs's `cluster_async`, with the same response timeout; its
+//! requests are resent only when they did not run (`cluster.rs`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -39,7 +40,9 @@ use redis::{
 
 use crate::error::{Error, Result};
 use crate::logs::Escaped;
+use cluster::ClusterCommands;
 
+mod cluster;
 mod direct;
 pub(crate) use direct::{holding_signals, on_this_thread, Indirect};
 
@@ -1024,7 +1027,7 @@ one_of!(Conn { Shared, Direct });
 #[derive(Clone)]
 enum Commands {
     Single(Arc<Reconnecting>),
-    Cluster(ClusterConnection),
+    Cluster(ClusterCommands),
 }
 
 impl ConnectionLike for Commands {
@@ -1035,9 +1038,7 @@ impl ConnectionLike for Commands {
                 r.request_within(limit, async |c| c.req_packed_command(cmd).await)
                     .await
             }),
-            Commands::Cluster(c) => {
-                Box::pin(async move { c.req_packed_command(cmd).await.map_err(late_reply_lost) })
-            }
+            Commands::Cluster(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -1055,10 +1056,7 @@ impl ConnectionLike for Commands {
                 })
                 .await
             }),
-            Commands::Cluster(c) => Box::pin(async move {
-                let sent = c.req_packed_commands(pipeline, offset, count).await;
-                sent.map_err(late_reply_lost)
-            }),
+            Commands::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -1068,19 +1066,6 @@ impl ConnectionLike for Commands {
             Commands::Cluster(c) => c.get_db(),
         }
     }
-}
-
-/// A cluster request whose reply did not come within the response time limit: redis-rs
-/// says "timed out", but whether the request ran is unknown, which is a `connection`
-/// error (as on one server; SPEC section 10).
-fn late_reply_lost(e: RedisError) -> RedisError {
-    if !e.is_timeout() {
-        return e;
-    }
-    RedisError::from(std::io::Error::new(
-        std::io::ErrorKind::ConnectionAborted,
-        "no reply from Redis in time; whether the command ran is unknown",
-    ))
 }
 
 /// A connection used for one blocking command at a time. (Clones share it: a sharded
@@ -1179,8 +1164,10 @@ impl Connection {
                 }
             };
             let bad = |e: RedisError| Error::invalid(format!("bad cluster options: {e}"));
+            // No resends of redis-rs's own: `ClusterCommands` resends what did not run.
             let cluster = builder()
                 .response_timeout(opts.response_timeout)
+                .retries(0)
                 .build()
                 .map_err(bad)?;
             // Past any blocking wait's reply (`handle::LATE_REPLY_BUDGET`): redis-rs's own
@@ -1208,7 +1195,9 @@ impl Connection {
                 .map(|u| node_client(u, certs.as_ref()))
                 .collect::<Result<Vec<_>>>()?;
             let nodes = Arc::new(Nodes::Seeds(seeds, AtomicUsize::new(0)));
-            (Commands::Cluster(conn), nodes, Some(blocking))
+            let budget = opts.response_timeout;
+            let commands = Commands::Cluster(ClusterCommands { conn, budget });
+            (commands, nodes, Some(blocking))
         } else {
             let nodes = Arc::new(if sentinel {
                 Nodes::Sentinel(sentinel_client(&opts.urls[0], certs.as_ref())?)
@@ -1309,7 +1298,7 @@ impl Connection {
                 let route = Route::new(crate::keys::cluster_slot(key), SlotAddr::Master);
                 let confirmed = tokio::time::timeout(
                     limit,
-                    c.route_command(
+                    c.conn.route_command(
                         wait,
                         RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
                     ),

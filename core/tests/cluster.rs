@@ -217,3 +217,41 @@ async fn a_late_reply_on_a_cluster_is_a_connection_error_and_the_offer_is_not_se
     assert!(q.size().await.unwrap() <= 1);
     client.close();
 }
+
+/// A reply lost after the script ran (the node closes the connection: its reply exceeds
+/// the output buffer limit): the call fails with a `connection` error and the script is
+/// not sent again, so the batch is stored once (redis-rs's own resend stored it again and
+/// again: a reliable offer without ids has nothing to de-duplicate).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_lost_on_a_cluster_does_not_run_the_script_twice() {
+    let cluster = Cluster::start();
+    let client = Client::connect_with(ClientOptions::cluster(cluster.seeds()))
+        .await
+        .unwrap();
+    let off = delayq::SchedulerOptions {
+        enabled: false,
+        ..Default::default()
+    };
+    let opts = ReliableQueueOptions {
+        scheduler: off,
+        ..Default::default()
+    };
+    let r = client.reliable_queue("lost-reply", opts).unwrap();
+    assert_eq!(r.stats().await.unwrap(), Default::default());
+    let limit = |spec: &str| {
+        for n in &cluster.nodes {
+            let set = n.cli(&["CONFIG", "SET", "client-output-buffer-limit", spec]);
+            assert_eq!(set, "OK");
+        }
+    };
+    // Small replies pass; the batch's (an id and more per message) does not.
+    limit("normal 4kb 4kb 0");
+    let n = 300;
+    let batch = (0..n).map(|i| (format!("m{i}"), Duration::from_secs(600), None));
+    let offered = r.offer_all(batch).await;
+    limit("normal 0 0 0");
+    let err = offered.expect_err("the node closed the connection instead of replying");
+    assert_eq!(err.kind(), delayq::ErrorKind::Connection, "{err}");
+    assert_eq!(r.stats().await.unwrap().delayed, n, "stored once");
+    client.close();
+}
