@@ -384,6 +384,10 @@ pub struct Delivery {
     /// When the message came due (server Unix ms).
     pub due_at: i64,
     deadline: Arc<AtomicI64>,
+    /// The queue's visibility timeout when this delivery was received (ms): the length of
+    /// its lease, which `consume` keeps (the stored settings may have changed since the
+    /// handle read them).
+    lease_ms: i64,
     /// Set once an ack, nack or release of this delivery (or a clone) got its reply, so
     /// that `consume` does not settle what its handler settled itself.
     ended: Arc<AtomicBool>,
@@ -419,6 +423,15 @@ impl Delivery {
     /// handed to another consumer. Moved by [`Delivery::extend`].
     pub fn deadline(&self) -> i64 {
         self.deadline.load(Ordering::Relaxed)
+    }
+
+    /// The length of this delivery's lease: the queue's visibility timeout when it was
+    /// received (`fallback` if unknown).
+    pub(crate) fn lease(&self, fallback: Duration) -> Duration {
+        u64::try_from(self.lease_ms)
+            .ok()
+            .filter(|&ms| ms > 0)
+            .map_or(fallback, Duration::from_millis)
     }
 
     /// Acknowledges the message: it is done and will not be delivered again. Returns
@@ -1795,13 +1808,14 @@ async fn read_ready(
             read => break read?,
         }
     };
-    let deliveries = parse_read(reply, queue, shard)?;
+    let mut deliveries = parse_read(reply, queue, shard)?;
     // Delivered within the millisecond before TIME answered (the same event-loop turn).
     let now = secs * 1000 + micros / 1000;
     let visibility =
         stored.unwrap_or(ReliableSettings::default().visibility_timeout.as_millis() as i64);
-    for d in &deliveries {
+    for d in deliveries.iter_mut() {
         d.deadline.store(now + visibility, Ordering::Relaxed);
+        d.lease_ms = visibility;
     }
     metrics::record_lateness(
         Reliable,
@@ -1990,6 +2004,7 @@ fn parse_entries(entries: Vec<Value>, queue: &ReliableQueue, shard: u32) -> Resu
             attempt: 1,
             due_at: 0,
             deadline: Arc::new(AtomicI64::new(0)),
+            lease_ms: 0,
             ended: Arc::default(),
             receipt,
             shard,

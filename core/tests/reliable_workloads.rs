@@ -356,6 +356,61 @@ async fn consume_keeps_a_long_handler_leased_so_it_runs_once() {
     other.close();
 }
 
+/// The visibility timeout lowered (30 s to 600 ms) while a consume runs: a message received
+/// after the change has a 600 ms lease, which consume keeps from the first third of it on
+/// (not from a third of the 30 s its handle read at start), so a handler of 2.5 s runs once.
+#[tokio::test(flavor = "multi_thread")]
+async fn consume_keeps_the_lease_of_a_visibility_lowered_while_it_runs() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("lowered", named(30_000, 5)).unwrap();
+    assert_eq!(
+        q.settings().await.unwrap().visibility_timeout,
+        Duration::from_secs(30)
+    );
+    let runs = Arc::new(AtomicU32::new(0));
+    let consumer = {
+        let (q, runs) = (q.clone(), runs.clone());
+        tokio::spawn(async move {
+            let handler = move |_d| {
+                let runs = runs.clone();
+                async move {
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(2500)).await;
+                    Ok::<_, String>(())
+                }
+            };
+            q.consume(handler, 2).await
+        })
+    };
+    let admin = c
+        .reliable_queue(
+            "lowered",
+            ReliableQueueOptions {
+                update_settings: true,
+                ..named(600, 5)
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        admin.settings().await.unwrap().visibility_timeout,
+        Duration::from_millis(600)
+    );
+    admin.offer("slow", Duration::ZERO, None).await.unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            runs.load(Ordering::SeqCst) > 0 && q.stats().await.unwrap() == ReliableStats::default()
+        })
+        .await,
+        "acked"
+    );
+    q.close();
+    consumer.await.unwrap().unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the handler ran once");
+    assert_eq!(q.lost_leases(), 0);
+    c.close();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_graceful_close_settles_running_handlers_and_gives_back_the_rest() {
     let server = RedisServer::start();

@@ -127,22 +127,30 @@ impl Buffered {
         list.remove(&d.receipt).is_none_or(|(_, _, lost)| !lost)
     }
 
-    /// Extends, every sixth of the visibility timeout, the lease of each delivery that has
-    /// waited a third of it since its lease last (re)started.
+    /// Extends the lease of each delivery that has waited a third of it since its lease
+    /// last (re)started, looking every sixth of the shortest lease waiting (each
+    /// delivery's own: the queue's visibility timeout when it was received, `visibility`
+    /// the handle's when unknown).
     fn keep(&self, queue: &ReliableQueue, visibility: Duration) -> tokio::task::JoinHandle<()> {
         let (list, queue) = (self.0.clone(), queue.clone());
-        let every = (visibility / 3).max(Duration::from_millis(10));
+        let third = |lease: Duration| (lease / 3).max(Duration::from_millis(10));
         queue.inner.handle.runtime().clone().spawn(async move {
             loop {
-                tokio::time::sleep(every / 2).await;
+                let shortest = {
+                    let list = list.lock().expect("buffered lock");
+                    let leases = list.values().map(|(d, _, _)| d.lease(visibility));
+                    leases.min().unwrap_or(visibility)
+                };
+                tokio::time::sleep(third(shortest) / 2).await;
                 let due: Vec<Delivery> = {
                     let list = list.lock().expect("buffered lock");
                     let waited = |(d, since, lost): &Waiting| {
+                        let every = third(d.lease(visibility));
                         (!lost && since.elapsed() >= every).then(|| d.clone())
                     };
                     list.values().filter_map(waited).collect()
                 };
-                let extended = due.iter().map(|d| d.extend(visibility));
+                let extended = due.iter().map(|d| d.extend(d.lease(visibility)));
                 let outcomes = futures_util::future::join_all(extended).await;
                 let now = Instant::now();
                 let mut list = list.lock().expect("buffered lock");
@@ -493,7 +501,8 @@ async fn worker<F, Fut, E>(
             continue;
         }
         *current.lock().expect("slot lock") = Some(delivery.clone());
-        let outcome = run_leased(&queue, &delivery, handler(delivery.clone()), visibility).await;
+        let lease = delivery.lease(visibility);
+        let outcome = run_leased(&queue, &delivery, handler(delivery.clone()), lease).await;
         let settled = match outcome {
             // The handler acked or nacked it itself (to choose a retry delay, say).
             _ if delivery.has_ended() => Ok(true),
@@ -561,16 +570,16 @@ async fn lease_kept<T>(
 
 impl Delivery {
     /// Runs `work` (what is done with this delivery) while keeping its lease, as `consume`
-    /// keeps a running handler's: past a third of the queue's visibility timeout, the
-    /// lease is extended every third of it until `work` ends or the lease is found lost
+    /// keeps a running handler's: past a third of its lease (the queue's visibility timeout
+    /// when it was received), the lease is extended every third of it until `work` ends or the lease is found lost
     /// (logged). For a caller that handles deliveries without `consume` (the service's
     /// webhooks) and may take longer than the visibility timeout. When the queue's
     /// settings cannot be read, `work` runs without.
     pub async fn while_leased<T>(&self, work: impl Future<Output = T>) -> T {
         match self.queue.ensure_settings().await {
             Ok(s) => {
-                let visibility = s.visibility_timeout;
-                lease_kept(&self.queue, self, work, visibility).await
+                let lease = self.lease(s.visibility_timeout);
+                lease_kept(&self.queue, self, work, lease).await
             }
             Err(_) => work.await,
         }
