@@ -102,8 +102,9 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         reconcile_ms: u64,
         /// The queues are reliable queues (`delayq reliable`), not Redisson delayed queues.
-        /// Without it, each name is a delayed queue, and also a reliable queue when Redis
-        /// holds one of that name when the command starts.
+        /// Without it, each name is a delayed queue, and also a reliable queue once Redis
+        /// holds one of that name (when the command starts, or later: looked for at every
+        /// reconcile interval, at least every 5 s).
         #[arg(long)]
         reliable: bool,
         /// For reliable queues: the visibility timeout in ms (default: the queue's stored
@@ -351,8 +352,14 @@ async fn run(cli: Cli) -> CliResult<()> {
                 ..Default::default()
             };
             let mut handles = Vec::new();
+            // Queues named without --reliable whose reliable queue does not exist yet.
+            let mut unseen = Vec::new();
             for q in &queues {
-                if !reliable && client.reliable_queue_exists(q).await? {
+                let exists = !reliable && client.reliable_queue_exists(q).await?;
+                if !reliable && !exists {
+                    unseen.push(q.clone());
+                }
+                if exists {
                     // Named without --reliable: its reliable queue moves too.
                     let ropts = delayq::ReliableQueueOptions {
                         scheduler: opts.clone(),
@@ -390,7 +397,46 @@ async fn run(cli: Cli) -> CliResult<()> {
                     .collect::<Vec<_>>()
                     .join(",")
             );
-            stop.await;
+            // A reliable queue of one of these names created later moves too: looked for
+            // at every reconcile interval (at least every 5 s), until it shows up.
+            let look = Duration::from_millis(reconcile_ms)
+                .clamp(Duration::from_millis(100), Duration::from_secs(5));
+            let watch = async {
+                while !unseen.is_empty() {
+                    tokio::time::sleep(look).await;
+                    let mut still = Vec::new();
+                    for q in unseen.drain(..) {
+                        match client.reliable_queue_exists(&q).await {
+                            Ok(true) => {
+                                let ropts = delayq::ReliableQueueOptions {
+                                    scheduler: opts.clone(),
+                                    ..Default::default()
+                                };
+                                match client.reliable_queue(&q, ropts) {
+                                    Ok(h) => {
+                                        handles.push(Handle::Reliable(h));
+                                        eprintln!("delayq: {q} is now also a reliable queue: moving its due messages too");
+                                    }
+                                    Err(e) => {
+                                        tracing::warn!(queue = %q, error = %e, "cannot move the reliable queue")
+                                    }
+                                }
+                            }
+                            Ok(false) => still.push(q),
+                            Err(e) => {
+                                tracing::debug!(error = %e, "cannot look for a reliable queue; trying again");
+                                still.push(q);
+                            }
+                        }
+                    }
+                    unseen = still;
+                }
+                std::future::pending::<()>().await
+            };
+            tokio::select! {
+                _ = stop => {}
+                _ = watch => {}
+            }
             drop(handles);
             client.close();
             Ok(())

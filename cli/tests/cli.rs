@@ -270,6 +270,52 @@ fn transfer_without_reliable_moves_a_reliable_queue_found_in_redis() {
     assert!(said.contains("rq is also a reliable queue"), "{said}");
 }
 
+/// A reliable queue created after `transfer` started (named without `--reliable`) is
+/// found and moved too.
+#[test]
+fn transfer_without_reliable_moves_a_reliable_queue_created_later() {
+    let server = RedisServer::start();
+    let transfer = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args([
+            "--url",
+            &server.url(),
+            "transfer",
+            "late",
+            "--reconcile-ms",
+            "200",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Running: subscribed to the delayed queue's channel.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server
+        .cli(&["PUBSUB", "NUMSUB", "redisson_delay_queue_channel:{late}"])
+        .lines()
+        .nth(1)
+        != Some("1")
+    {
+        assert!(Instant::now() < deadline, "transfer never subscribed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let offer = ["reliable", "offer", "late", "300", "due-soon"];
+    assert!(delayq(&server, &offer).status.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.cli(&["XLEN", "{dq:late}:ready"]) != "1" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ready = server.cli(&["XLEN", "{dq:late}:ready"]);
+    Command::new("kill")
+        .args(["-INT", &transfer.id().to_string()])
+        .status()
+        .unwrap();
+    let out = transfer.wait_with_output().unwrap();
+    assert_eq!(ready, "1", "made ready");
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("late is now also a reliable queue"), "{said}");
+}
+
 #[test]
 fn transfer_of_a_reliable_queue_checks_the_settings_it_names() {
     let server = RedisServer::start();
