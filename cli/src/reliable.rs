@@ -11,7 +11,7 @@ use crate::{decode_input, encode_output, output_failed, read_stdin, write_line, 
 pub struct ReliableArgs {
     /// Visibility timeout of received messages, in ms. The queue's settings are stored in
     /// Redis: without this option the stored one is used; naming a different one is an
-    /// error (change it with `configure`).
+    /// error, except for `configure`, which stores it.
     #[arg(long, global = true)]
     visibility_ms: Option<u64>,
     /// Deliveries before a message goes to the dead letters (default: the stored setting).
