@@ -19,8 +19,8 @@ fn check_scheduler_options(opts: &SchedulerOptions) -> Result<()> {
     // commands a second for one idle queue): a unit mistake, not a setting.
     if opts.reconcile_interval < std::time::Duration::from_millis(1) {
         return Err(Error::invalid(format!(
-            "reconcile interval must be at least 1 ms, got {:?}",
-            opts.reconcile_interval
+            "reconcile interval must be at least 1 ms, got {} ms",
+            opts.reconcile_interval.as_secs_f64() * 1000.0
         )));
     }
     if opts.batch_size == 0 || opts.batch_size > 100_000 {

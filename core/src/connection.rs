@@ -1104,6 +1104,13 @@ impl Connection {
             ));
         }
         if let Some(d) = &opts.durability {
+            // WAIT 0 waits forever in Redis; below 1 ms nothing could ever be confirmed.
+            if d.timeout < Duration::from_millis(1) {
+                return Err(Error::invalid(format!(
+                    "durability timeout must be at least 1 ms, got {} ms",
+                    d.timeout.as_secs_f64() * 1000.0
+                )));
+            }
             // WAIT takes whole milliseconds; a longer wait than any delay is a mistake.
             crate::delay::delay_to_millis(d.timeout).map_err(|_| {
                 Error::invalid(format!(

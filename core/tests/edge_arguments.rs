@@ -64,6 +64,20 @@ async fn a_durability_wait_too_long_for_wait_is_refused_at_connect() {
     let err = Client::connect_with(opts).await.expect_err("refused");
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
     assert!(err.to_string().contains("durability timeout"), "{err}");
+    // Nor can a write ever be confirmed within less than WAIT's 1 ms (WAIT 0 waits forever).
+    for short in [Duration::ZERO, Duration::from_micros(500)] {
+        let opts = ClientOptions {
+            durability: Some(Durability {
+                replicas: 0,
+                aof: false,
+                timeout: short,
+            }),
+            ..ClientOptions::new(server.url())
+        };
+        let err = Client::connect_with(opts).await.expect_err("refused");
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(err.to_string().contains("at least 1 ms"), "{err}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
