@@ -25,9 +25,9 @@ class ConnectionError(DelayqError, builtins.ConnectionError):
     the message says so; delayq does not send it again (in a Redis Cluster too). What the
     caller may assume: an offer that failed may have been stored (to be safe, offer a
     reliable message again with the same id: it is not created twice; a delayed queue's
-    offer has no id, and offering the value again may store it twice); an ack that failed may have happened (at-least-once:
-    the message may come back, and be processed again). See docs/faults.md, "What a caller
-    may assume when a call fails"."""
+    offer has no id, and offering the value again may store it twice); an ack that failed
+    may have happened (at-least-once: the message may come back, and be processed again).
+    See docs/faults.md, "What a caller may assume when a call fails"."""
 
 
 class TimeoutError(DelayqError, builtins.TimeoutError):
