@@ -351,6 +351,14 @@ async fn run(cli: Cli) -> CliResult<()> {
                 reconcile_interval: Duration::from_millis(reconcile_ms),
                 ..Default::default()
             };
+            // A name's reliable queue, moved too when it is named without --reliable.
+            let also_reliable = |q: &str| {
+                let ropts = delayq::ReliableQueueOptions {
+                    scheduler: opts.clone(),
+                    ..Default::default()
+                };
+                client.reliable_queue(q, ropts).map(Handle::Reliable)
+            };
             let mut handles = Vec::new();
             // Queues named without --reliable whose reliable queue does not exist yet.
             let mut unseen = Vec::new();
@@ -360,12 +368,7 @@ async fn run(cli: Cli) -> CliResult<()> {
                     unseen.push(q.clone());
                 }
                 if exists {
-                    // Named without --reliable: its reliable queue moves too.
-                    let ropts = delayq::ReliableQueueOptions {
-                        scheduler: opts.clone(),
-                        ..Default::default()
-                    };
-                    handles.push(Handle::Reliable(client.reliable_queue(q, ropts)?));
+                    handles.push(also_reliable(q)?);
                     eprintln!("delayq: {q} is also a reliable queue: moving its due messages too");
                 }
                 if reliable {
@@ -407,21 +410,15 @@ async fn run(cli: Cli) -> CliResult<()> {
                     let mut still = Vec::new();
                     for q in unseen.drain(..) {
                         match client.reliable_queue_exists(&q).await {
-                            Ok(true) => {
-                                let ropts = delayq::ReliableQueueOptions {
-                                    scheduler: opts.clone(),
-                                    ..Default::default()
-                                };
-                                match client.reliable_queue(&q, ropts) {
-                                    Ok(h) => {
-                                        handles.push(Handle::Reliable(h));
-                                        eprintln!("delayq: {q} is now also a reliable queue: moving its due messages too");
-                                    }
-                                    Err(e) => {
-                                        tracing::warn!(queue = %q, error = %e, "cannot move the reliable queue")
-                                    }
+                            Ok(true) => match also_reliable(&q) {
+                                Ok(h) => {
+                                    handles.push(h);
+                                    eprintln!("delayq: {q} is now also a reliable queue: moving its due messages too");
                                 }
-                            }
+                                Err(e) => {
+                                    tracing::warn!(queue = %q, error = %e, "cannot move the reliable queue")
+                                }
+                            },
                             Ok(false) => still.push(q),
                             Err(e) => {
                                 tracing::debug!(error = %e, "cannot look for a reliable queue; trying again");
