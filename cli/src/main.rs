@@ -269,6 +269,8 @@ async fn run(cli: Cli) -> CliResult<()> {
                 i64::try_from(delay_ms)
                     .map_err(|_| delayq::Error::InvalidArgument("delay overflows".into()))?,
             )?;
+            delayq::check_delayed_queue(&queue, &no_scheduler(), cli.cluster)?;
+            delayq::delay::check_value(&value)?;
             let client = connect().await?;
             let queue = client.delayed_queue_with(&queue, no_scheduler())?;
             let due = queue.offer(value, delay).await?;
@@ -282,6 +284,7 @@ async fn run(cli: Cli) -> CliResult<()> {
             count,
         } => {
             let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+            delayq::check_delayed_queue(&queue, &Default::default(), cli.cluster)?;
             let stop = stop_flag();
             let client = delayq::Client::connect_by(opts.clone(), deadline).await?;
             let queue = client.delayed_queue(&queue)?;
@@ -325,6 +328,7 @@ async fn run(cli: Cli) -> CliResult<()> {
             Ok(())
         }
         Command::Stats { queue } => {
+            delayq::check_delayed_queue(&queue, &no_scheduler(), cli.cluster)?;
             let client = connect().await?;
             let queue = client.delayed_queue_with(&queue, no_scheduler())?;
             // One transfer pass first, as any handle's transfer task would run: an entry
@@ -346,19 +350,25 @@ async fn run(cli: Cli) -> CliResult<()> {
             visibility_ms,
             max_attempts,
         } => {
-            let client = connect().await?;
             let opts = delayq::SchedulerOptions {
                 reconcile_interval: Duration::from_millis(reconcile_ms),
                 ..Default::default()
             };
-            // A name's reliable queue, moved too when it is named without --reliable.
-            let also_reliable = |q: &str| {
-                let ropts = delayq::ReliableQueueOptions {
-                    scheduler: opts.clone(),
-                    ..Default::default()
-                };
-                client.reliable_queue(q, ropts).map(Handle::Reliable)
+            let ropts = |named: bool| delayq::ReliableQueueOptions {
+                visibility_timeout: visibility_ms.filter(|_| named).map(Duration::from_millis),
+                max_attempts: max_attempts.filter(|_| named),
+                scheduler: opts.clone(),
+                ..Default::default()
             };
+            for q in &queues {
+                // Either kind of queue may turn up under the name.
+                delayq::check_delayed_queue(q, &opts, cli.cluster)?;
+                delayq::check_reliable_queue(q, &ropts(reliable))?;
+            }
+            let client = connect().await?;
+            // A name's reliable queue, moved too when it is named without --reliable.
+            let also_reliable =
+                |q: &str| client.reliable_queue(q, ropts(false)).map(Handle::Reliable);
             let mut handles = Vec::new();
             // Queues named without --reliable whose reliable queue does not exist yet.
             let mut unseen = Vec::new();
@@ -372,13 +382,7 @@ async fn run(cli: Cli) -> CliResult<()> {
                     eprintln!("delayq: {q} is also a reliable queue: moving its due messages too");
                 }
                 if reliable {
-                    let ropts = delayq::ReliableQueueOptions {
-                        visibility_timeout: visibility_ms.map(Duration::from_millis),
-                        max_attempts,
-                        scheduler: opts.clone(),
-                        ..Default::default()
-                    };
-                    let handle = client.reliable_queue(q, ropts)?;
+                    let handle = client.reliable_queue(q, ropts(true))?;
                     if visibility_ms.is_some() || max_attempts.is_some() {
                         // Stores the settings named, or refuses ones that differ from the
                         // stored (the transfer task alone would never check them).
@@ -453,7 +457,7 @@ async fn run(cli: Cli) -> CliResult<()> {
         Command::Reliable(args) => {
             let deadline = args.timeout().map(|t| Instant::now() + t);
             reliable::run(
-                delayq::Client::connect_by(opts.clone(), deadline).await?,
+                delayq::Client::connect_by(opts.clone(), deadline),
                 cli.base64,
                 args,
                 deadline,
@@ -486,6 +490,14 @@ async fn run(cli: Cli) -> CliResult<()> {
                 None => delayq_serve::listen_address(args.host.as_deref(), args.port)
                     .map_err(|e| Failure::Core(delayq::Error::InvalidArgument(e)))?,
             };
+            // The queues named to show, refused before anything connects when no queue
+            // could have the name.
+            for q in &args.queues {
+                delayq::check_reliable_queue(q, &Default::default())?;
+            }
+            for q in &args.delayed_queues {
+                delayq::check_delayed_queue(q, &Default::default(), cli.cluster)?;
+            }
             let config = delayq_serve::Config {
                 webhook_concurrency_of: concurrency_of,
                 listen,

@@ -174,10 +174,21 @@ enum ReliableCommand {
     PurgeDead { queue: String },
 }
 
-/// Runs a `reliable` subcommand; `deadline`: the end of `receive --timeout-ms`, counted
-/// from before the connect.
+impl ReliableCommand {
+    fn queue(&self) -> &str {
+        use ReliableCommand::*;
+        match self {
+            Offer { queue, .. } | Receive { queue, .. } | Cancel { queue, .. } => queue,
+            Reschedule { queue, .. } | Stats { queue } | Configure { queue, .. } => queue,
+            Dead { queue, .. } | RequeueDead { queue, .. } | PurgeDead { queue } => queue,
+        }
+    }
+}
+
+/// Runs a `reliable` subcommand, its input checked before `connect` runs; `deadline`: the
+/// end of `receive --timeout-ms`, counted from before the connect.
 pub async fn run(
-    client: Client,
+    connect: impl std::future::Future<Output = Result<Client>>,
     base64: bool,
     args: ReliableArgs,
     deadline: Option<Instant>,
@@ -199,6 +210,44 @@ pub async fn run(
             ..Default::default()
         };
     }
+    if let ReliableCommand::Configure { settings, .. } = &args.command {
+        opts.backoff = settings.backoff.as_deref().map(parse_backoff).transpose()?;
+        opts.shards = settings.shards;
+        opts.dead_letter_retention = settings.dead_letter_retention_ms.map(Duration::from_millis);
+        opts.idempotency_retention = settings.idempotency_retention_ms.map(Duration::from_millis);
+        opts.update_settings = true;
+    }
+    // Bad input is refused before anything connects (an offer's payload is read first).
+    delayq::check_reliable_queue(args.command.queue(), &opts)?;
+    let mut payload = None;
+    match &args.command {
+        ReliableCommand::Offer {
+            delay_ms,
+            value,
+            id,
+            shard_key,
+            ..
+        } => {
+            let value = match value {
+                Some(v) => v.clone().into_bytes(),
+                None => read_stdin()?,
+            };
+            let value = decode_input(value, base64)?;
+            let delay = Duration::from_millis(*delay_ms);
+            delayq::check_message(&value, delay, id.as_deref(), shard_key.as_deref())?;
+            payload = Some(value);
+        }
+        ReliableCommand::Cancel { id, .. } => delayq::check_id(id)?,
+        ReliableCommand::Reschedule { id, delay_ms, .. } => {
+            delayq::check_id(id)?;
+            delayq::delay::delay_to_millis(Duration::from_millis(*delay_ms))?;
+        }
+        ReliableCommand::RequeueDead { ids, .. } => {
+            ids.iter().try_for_each(|id| delayq::check_id(id))?;
+        }
+        _ => {}
+    }
+    let client = connect.await?;
     // What the short commands print: what they did is done, whether printed or not.
     let line = |text: Vec<u8>| {
         write_line(&text).map_err(|e| output_failed(e, "the command was carried out"))
@@ -207,18 +256,12 @@ pub async fn run(
         ReliableCommand::Offer {
             queue,
             delay_ms,
-            value,
+            value: _, // read above, before the connect
             id,
             shard_key,
         } => {
             let q = client.reliable_queue(&queue, opts)?;
-            let value = decode_input(
-                match value {
-                    Some(v) => v.into_bytes(),
-                    None => read_stdin()?,
-                },
-                base64,
-            )?;
+            let value = payload.take().unwrap_or_default();
             let outcome = q
                 .offer_with_shard_key(
                     value,
@@ -331,14 +374,7 @@ pub async fn run(
                 .into_bytes(),
             )?;
         }
-        ReliableCommand::Configure { queue, settings } => {
-            opts.backoff = settings.backoff.as_deref().map(parse_backoff).transpose()?;
-            opts.shards = settings.shards;
-            opts.dead_letter_retention =
-                settings.dead_letter_retention_ms.map(Duration::from_millis);
-            opts.idempotency_retention =
-                settings.idempotency_retention_ms.map(Duration::from_millis);
-            opts.update_settings = true;
+        ReliableCommand::Configure { queue, .. } => {
             let q = client.reliable_queue(&queue, opts)?;
             line(print_settings(&q.settings().await?).into_bytes())?;
         }

@@ -984,3 +984,76 @@ fn consumers_without_a_timeout_outlive_a_redis_restart() {
         assert_eq!(stdout(&out), "after\n", "{what}");
     }
 }
+
+#[test]
+fn bad_input_is_refused_before_anything_connects() {
+    // A port that accepts connections and never answers: a command that connected first
+    // would hang there, and the accept below would find its connection.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!(
+        "redis://127.0.0.1:{}",
+        listener.local_addr().unwrap().port()
+    );
+    let cases: &[(&[&str], &str)] = &[
+        (&["offer", "", "5", "x"], "queue name must not be empty"),
+        (
+            &["take", "", "--timeout-ms", "100"],
+            "queue name must not be empty",
+        ),
+        (&["stats", ""], "queue name must not be empty"),
+        (
+            &["transfer", "q", "--reconcile-ms", "0"],
+            "reconcile interval",
+        ),
+        (
+            &["transfer", "q", "--reliable", "--visibility-ms", "0"],
+            "visibility timeout",
+        ),
+        (&["--cluster", "offer", "a}{b", "5", "x"], "cluster slots"),
+        (&["reliable", "receive", ""], "queue name must not be empty"),
+        (
+            &["reliable", "offer", "q", "5", "x", "--id", ""],
+            "message id",
+        ),
+        (
+            &["reliable", "offer", "q", "5", "x", "--shard-key", ""],
+            "shard key",
+        ),
+        (&["reliable", "cancel", "q", ""], "message id"),
+        (&["reliable", "reschedule", "q", "", "5"], "message id"),
+        (&["reliable", "requeue-dead", "q", "a", ""], "message id"),
+        (
+            &["reliable", "configure", "q", "--shards", "3"],
+            "power of two",
+        ),
+        (
+            &[
+                "reliable",
+                "configure",
+                "q",
+                "--backoff",
+                "exponential:10:5",
+            ],
+            "back-off",
+        ),
+        (
+            &["serve", "--listen", "127.0.0.1:0", "--queue", ""],
+            "queue name must not be empty",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = delayq_env(&[&["--url", &url][..], args].concat(), &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("invalid argument") && err.contains(says),
+            "{args:?}: {err}"
+        );
+        let connected = listener.accept();
+        assert!(
+            connected.is_err(),
+            "{args:?} connected before refusing its input"
+        );
+    }
+}

@@ -29,6 +29,28 @@ fn check_scheduler_options(opts: &SchedulerOptions) -> Result<()> {
     Ok(())
 }
 
+/// Checks the name and options of a delayed queue handle as [`Client::delayed_queue_with`]
+/// does, without a client: a program (the command line) can refuse bad input before it
+/// connects. `cluster`: for a cluster client (the queue's keys must share one slot).
+pub fn check_delayed_queue(name: &str, opts: &SchedulerOptions, cluster: bool) -> Result<()> {
+    let keys = DelayedKeys::new(name)?;
+    if cluster {
+        keys.check_one_slot()?;
+    }
+    check_scheduler_options(opts)
+}
+
+/// Checks the name and options of a reliable queue handle as [`Client::reliable_queue`]
+/// does, without a client (see [`check_delayed_queue`]).
+pub fn check_reliable_queue(name: &str, opts: &ReliableQueueOptions) -> Result<()> {
+    ReliableKeys::new(name)?;
+    opts.validate()?;
+    if let Some(n) = opts.shards {
+        ReliableKeys::shard(name, 0, n)?; // a name that can be split into `n` shards
+    }
+    check_scheduler_options(&opts.scheduler)
+}
+
 /// A failure to connect with the server it was for (its URL redacted), so that a caller
 /// whose URL came from a default or the environment can tell where it tried.
 fn naming_target(e: Error, target: &str) -> Error {
@@ -129,11 +151,8 @@ impl Client {
     /// A handle on the delayed queue `name` with explicit scheduler options.
     pub fn delayed_queue_with(&self, name: &str, opts: SchedulerOptions) -> Result<DelayedQueue> {
         self.check_open()?;
+        check_delayed_queue(name, &opts, self.inner.conn.options().is_cluster())?;
         let keys = DelayedKeys::new(name)?;
-        if self.inner.conn.options().is_cluster() {
-            keys.check_one_slot()?;
-        }
-        check_scheduler_options(&opts)?;
         let guard = opts
             .enabled
             .then(|| self.scheduler_for(Job::Delayed(keys.clone()), &opts));
@@ -145,12 +164,8 @@ impl Client {
     /// `opts.scheduler.enabled` is false.
     pub fn reliable_queue(&self, name: &str, opts: ReliableQueueOptions) -> Result<ReliableQueue> {
         self.check_open()?;
+        check_reliable_queue(name, &opts)?;
         let keys = ReliableKeys::new(name)?;
-        opts.validate()?;
-        if let Some(n) = opts.shards {
-            ReliableKeys::shard(name, 0, n)?; // a name that can be split into `n` shards
-        }
-        check_scheduler_options(&opts.scheduler)?;
         let guard = opts.scheduler.enabled.then(|| {
             self.scheduler_for(
                 Job::Reliable {

@@ -36,16 +36,16 @@ mod reliable_queue;
 mod scheduler;
 mod scripts;
 
-pub use client::Client;
+pub use client::{check_delayed_queue, check_reliable_queue, Client};
 pub use connection::{redact_url, redact_url_keeping, ClientOptions, Durability, TlsOptions};
 pub use delayed_queue::{DelayedQueue, DelayedStats};
 pub use error::{caught, Error, ErrorKind, Result};
 #[doc(hidden)]
 pub use reliable_queue::set_wheel_levels;
 pub use reliable_queue::{
-    Backoff, DeadLetter, Delivery, OfferOutcome, ReliableQueue, ReliableQueueOptions,
-    ReliableSettings, ReliableStats, BUCKET_WIDTH_MS, CONSUMER_IDLE_LIMIT, DEAD_LETTERS_LIMIT,
-    MAX_ID_LEN, MAX_RECEIVE, MAX_SCHEDULE, WHEEL_LEVELS,
+    check_id, check_message, Backoff, DeadLetter, Delivery, OfferOutcome, ReliableQueue,
+    ReliableQueueOptions, ReliableSettings, ReliableStats, BUCKET_WIDTH_MS, CONSUMER_IDLE_LIMIT,
+    DEAD_LETTERS_LIMIT, MAX_ID_LEN, MAX_RECEIVE, MAX_SCHEDULE, WHEEL_LEVELS,
 };
 pub use scheduler::{SchedulerOptions, TransferOutcome};
 pub use scripts::offer_script_source;

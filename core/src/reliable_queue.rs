@@ -563,7 +563,27 @@ impl std::fmt::Debug for ReliableQueue {
     }
 }
 
-fn check_id(id: &str) -> Result<()> {
+/// Checks one message of an offer as [`ReliableQueue::offer_with_shard_key`] does before
+/// anything reaches Redis; returns its delay in ms.
+pub fn check_message(
+    payload: &[u8],
+    delay: Duration,
+    id: Option<&str>,
+    shard_key: Option<&str>,
+) -> Result<u64> {
+    check_value(payload)?;
+    if let Some(id) = id {
+        check_id(id)?;
+    }
+    if let Some(key) = shard_key {
+        check_shard_key(key)?;
+    }
+    delay_to_millis(delay)
+}
+
+/// Checks a message id (of an offer, `cancel`, `reschedule`, `requeue_dead`): 1 to
+/// [`MAX_ID_LEN`] bytes.
+pub fn check_id(id: &str) -> Result<()> {
     if id.is_empty() {
         return Err(Error::invalid("message id must not be empty"));
     }
@@ -1220,14 +1240,8 @@ impl ReliableQueue {
         self.check_open()?;
         let mut checked = Vec::new();
         for (payload, delay, id, shard_key) in messages {
-            check_value(payload.as_ref())?;
-            if let Some(id) = id {
-                check_id(id)?;
-            }
-            if let Some(key) = shard_key {
-                check_shard_key(key)?;
-            }
-            checked.push((payload, delay_to_millis(delay)?, id, shard_key));
+            let delay_ms = check_message(payload.as_ref(), delay, id, shard_key)?;
+            checked.push((payload, delay_ms, id, shard_key));
         }
         self.ensure_settings().await?;
         let n = self.shard_count();
