@@ -5,6 +5,7 @@
 // `DelayqError` recognises them by it); all queue logic is in the Rust core.
 
 const native = require('./native.js');
+const { inspect } = require('node:util');
 
 // napi-rs's own conversion of an argument of the wrong type fails with its status as the
 // code; for delayq that is an invalid argument like any other.
@@ -500,6 +501,12 @@ class DelayedQueue {
 class Delivery {
   constructor(inner) {
     this._inner = inner;
+  }
+
+  /** What `console.log` shows: which message and attempt (not the payload, which may be large). */
+  [inspect.custom](depth, options) {
+    const { id, attempt, dueAt, deadline } = this;
+    return `Delivery ${inspect({ id, attempt, dueAt, deadline }, options)}`;
   }
 
   get id() {

@@ -180,7 +180,7 @@ fn handing(
 
 methods! { Delivery {
     promise {
-        extend(ms: f64 => delay(ms)?) -> bool = |d| d.extend(ms).await;
+        extend(ms: f64 => delayq::delay::duration_from_millis_f64(ms, "duration").js()?) -> bool = |d| d.extend(ms).await;
         ack() -> bool = |d| d.ack().await;
         nack(ms: Option<f64> => ms.map(delay).transpose()?) -> bool = |d| d.nack(ms).await;
     }

@@ -124,7 +124,13 @@ test('a lease extends, and a lost one says so', async () => {
   assert.equal(await d.ack(), false);
   assert.equal(q.lostLeases(), 1);
   assert.equal(await again.ack(), true);
-  await assert.rejects(again.extend(-1), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
+  await assert.rejects(again.extend(-1), {
+    code: 'ERR_DELAYQ_INVALID_ARGUMENT',
+    message: /duration must not be negative/,
+  });
+  // console.log shows which message and attempt.
+  const shown = require('node:util').inspect(again);
+  assert.ok(shown.includes(`id: '${again.id}'`) && shown.includes('attempt: 2'), shown);
   await assert.rejects(again.extend('1'), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' });
 });
 

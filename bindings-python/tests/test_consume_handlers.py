@@ -129,6 +129,7 @@ def test_the_blocking_consume_refuses_an_async_handler(
         assert len(outcome) == 1, "consume took an async handler"
         assert isinstance(outcome[0], delayq.InvalidArgument)
         assert "delayq.asyncio" in str(outcome[0]), outcome[0]
+        assert str(outcome[0]).startswith("invalid argument: "), outcome[0]
         assert ran == []
         _queue_untouched(client, name)
 
@@ -196,6 +197,7 @@ def test_the_asyncio_consume_refuses_a_plain_handler(
                     with pytest.raises(delayq.InvalidArgument) as refused:
                         client.reliable_queue(name).consume_async(handler)
                     assert "async def" in str(refused.value), refused.value
+                    assert str(refused.value).startswith("invalid argument: ")
                     return
             with pytest.raises(delayq.InvalidArgument) as refused:
                 await asyncio.wait_for(consuming, 3)
@@ -343,6 +345,7 @@ def test_the_blocking_consume_refuses_what_it_could_not_call_with_a_delivery(
         assert len(outcome) == 1, "consume took a handler it cannot call with a delivery"
         assert isinstance(outcome[0], delayq.InvalidArgument), outcome[0]
         assert words in str(outcome[0]), outcome[0]
+        assert str(outcome[0]).startswith("invalid argument: "), outcome[0]
         assert ran == []
         _queue_untouched(client, name)
 
@@ -361,6 +364,7 @@ def test_the_asyncio_consume_refuses_what_it_could_not_call_with_a_delivery(
                     with pytest.raises(delayq.InvalidArgument) as refused:
                         client.reliable_queue(name).consume_async(handler)
                     assert words in str(refused.value), refused.value
+                    assert str(refused.value).startswith("invalid argument: ")
                     return
             consuming = aclient.reliable_queue(name).consume(handler)
             with pytest.raises(delayq.InvalidArgument) as refused:

@@ -157,6 +157,7 @@ def _callable_with_a_delivery(handler: object) -> None:
     argument (a signature that cannot be read, as some builtins', is not checked)."""
     if not callable(handler):
         raise InvalidArgument(
+            "invalid argument: "
             "consume's handler must be callable with the delivery, not "
             f"{type(handler).__name__}: pass it first, as consume(handler, concurrency)"
         )
@@ -168,6 +169,7 @@ def _callable_with_a_delivery(handler: object) -> None:
         signature.bind(None)
     except TypeError as e:
         raise InvalidArgument(
+            "invalid argument: "
             f"consume's handler {_named(handler)}{signature} cannot be called with one "
             f"argument, the delivery ({e})"
         ) from None
@@ -182,6 +184,7 @@ def blocking_handler(handler: Callable[[Any], object]) -> Callable[[Any], None]:
     kind = _async_kind(handler)
     if kind is not None:
         raise InvalidArgument(
+            "invalid argument: "
             f"consume got {_named(handler)}, an async function ({kind}): a blocking "
             "consume calls its handler in a worker thread and does not await it, so its "
             "body would never run; consume it with delayq.asyncio's client "
@@ -209,6 +212,7 @@ def awaited_handler(handler: Callable[[Any], Awaitable[Any]]) -> None:
     _callable_with_a_delivery(handler)
     if _async_kind(handler) != "coroutine":
         raise InvalidArgument(
+            "invalid argument: "
             f"consume got {_named(handler)}, which is not an `async def` function: the "
             "asyncio consume awaits what its handler returns. Define the handler with "
             "`async def` (or give it an `async def __call__`), or run a blocking handler "

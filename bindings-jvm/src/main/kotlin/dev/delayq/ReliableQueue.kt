@@ -246,7 +246,7 @@ class Delivery internal constructor(internal val ffi: FfiDelivery) {
      * shortens it). False when the lease was already lost (the message went back to the queue,
      * or this delivery was acked or nacked).
      */
-    fun extend(duration: Duration): Boolean = native { ffi.extendBlocking(Bridge.delay(duration)) }
+    fun extend(duration: Duration): Boolean = native { ffi.extendBlocking(Bridge.delay(duration, "duration")) }
 
     /** [extend] without blocking. */
     fun extendAsync(duration: Duration): CompletableFuture<Boolean> = Bridge.future { coroutines.extend(duration) }
@@ -278,7 +278,7 @@ class Delivery internal constructor(internal val ffi: FfiDelivery) {
     /** The suspending calls of a [Delivery]. */
     inner class Coroutines internal constructor() {
         /** [Delivery.extend] as a suspending call. */
-        suspend fun extend(duration: Duration): Boolean = native { ffi.extend(Bridge.delay(duration)) }
+        suspend fun extend(duration: Duration): Boolean = native { ffi.extend(Bridge.delay(duration, "duration")) }
 
         /** [Delivery.ack] as a suspending call. */
         suspend fun ack(): Boolean = native { ffi.ack() }

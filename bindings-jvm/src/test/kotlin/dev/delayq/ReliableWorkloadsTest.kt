@@ -126,7 +126,8 @@ class ReliableWorkloadsTest {
             assertFalse(d.ack())
             assertEquals(1L, q.lostLeases())
             assertTrue(again.ack())
-            assertThrows<InvalidArgumentException> { again.extend(Duration.ofMillis(-1)) }
+            val negative = assertThrows<InvalidArgumentException> { again.extend(Duration.ofMillis(-1)) }
+            assertTrue(negative.message!!.contains("duration must not be negative"), negative.message)
             Unit // (JUnit runs only test methods that return nothing)
         }
 
