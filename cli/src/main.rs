@@ -154,7 +154,8 @@ struct ServeArgs {
     /// --webhook-concurrency.
     #[arg(long = "webhook-concurrency-of", value_name = "NAME=N")]
     webhook_concurrency_of: Vec<String>,
-    /// Do not deliver webhooks from this process.
+    /// Do not deliver webhooks from this process (a read-only one, without DELAYQ_TOKEN or
+    /// --allow-unauthenticated, delivers none anyway).
     #[arg(long)]
     no_webhooks: bool,
     /// A reliable queue to show (besides those found by SCAN); repeatable.

@@ -1,9 +1,10 @@
 //! The routes (SPEC section 13) and their OpenAPI document, generated from the handlers'
 //! annotations and served at `/openapi.json`.
 //!
-//! Payloads are bytes in core; in JSON a request gives either `payload` (a UTF-8 string,
-//! stored as its bytes) or `payload_base64` (standard base64, for binary payloads), and an
-//! answer always carries `payload_base64` and, when the bytes are valid UTF-8, `payload` too.
+//! Payloads are bytes in core; in JSON a request gives either `payload` (a string, stored as
+//! its UTF-8 bytes, or any other JSON value, stored as its JSON text) or `payload_base64`
+//! (standard base64, for binary payloads), and an answer always carries `payload_base64`
+//! and, when the bytes are valid UTF-8, `payload` too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,9 +143,19 @@ fn no_body(bytes: &Bytes) -> ApiResult<()> {
     })
 }
 
-fn payload_of(text: Option<String>, b64: Option<String>) -> ApiResult<Vec<u8>> {
-    let bytes = match (text, b64) {
-        (Some(t), None) => t.into_bytes(),
+/// The bytes of a request's `payload`: a JSON string's UTF-8 bytes, or the compact JSON
+/// text of any other value (`{"order": 42}` is stored as `{"order":42}`); null is none.
+fn payload_text(payload: Option<serde_json::Value>) -> Option<Vec<u8>> {
+    match payload? {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) => Some(s.into_bytes()),
+        json => Some(json.to_string().into_bytes()),
+    }
+}
+
+fn payload_of(payload: Option<serde_json::Value>, b64: Option<String>) -> ApiResult<Vec<u8>> {
+    let bytes = match (payload_text(payload), b64) {
+        (Some(t), None) => t,
         (None, Some(b)) => base64::engine::general_purpose::STANDARD
             .decode(b.trim())
             .map_err(|e| ApiError::invalid(format!("payload_base64 is not base64: {e}")))?,
@@ -218,7 +229,7 @@ pub(crate) struct ServerInfo {
 async fn server_info(State(state): AppStateRef) -> Json<ServerInfo> {
     Json(ServerInfo {
         version: env!("CARGO_PKG_VERSION"),
-        read_only: state.config.token.is_none() && !state.config.allow_unauthenticated,
+        read_only: state.config.is_read_only(),
         token_required: state.config.token.is_some(),
         webhooks: state.config.webhooks,
         webhook_signing: state.config.webhook_secret.is_some(),
@@ -227,7 +238,7 @@ async fn server_info(State(state): AppStateRef) -> Json<ServerInfo> {
 }
 
 #[utoipa::path(get, path = "/openapi.json", tag = "service",
-    responses((status = 200, description = "This document")))]
+    responses((status = 200, description = "This document", body = Object, content_type = "application/json")))]
 async fn openapi() -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
 }
@@ -620,8 +631,9 @@ async fn put_settings(
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct OfferRequest {
-    /// The payload as UTF-8 text.
-    payload: Option<String>,
+    /// The payload: a string (its UTF-8 bytes are stored), or any other JSON value (stored
+    /// as its compact JSON text, which answers and webhooks give back).
+    payload: Option<serde_json::Value>,
     /// The payload as standard base64 (binary payloads).
     payload_base64: Option<String>,
     /// Delay before it is due, in ms (default 0; at most 2^50).
@@ -1435,7 +1447,8 @@ async fn get_delayed(
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DelayedOfferRequest {
-    payload: Option<String>,
+    /// As an offer's to a reliable queue: a string, or any other JSON value as its text.
+    payload: Option<serde_json::Value>,
     payload_base64: Option<String>,
     #[serde(default)]
     delay_ms: u64,
@@ -1672,7 +1685,8 @@ impl utoipa::Modify for LayerErrors {
     paths(server_info, openapi, list_queues, get_queue, get_settings, put_settings, offer, cancel,
         reschedule, receive, ack, nack, extend, dead_letters, requeue_dead, purge_dead,
         purge_dead_post, dead_letters_short, requeue_dead_short, purge_dead_short,
-        purge_dead_post_short, get_delayed, delayed_offer, delayed_take, crate::metrics::metrics),
+        purge_dead_post_short, get_delayed, delayed_offer, delayed_take, crate::metrics::metrics,
+        crate::dashboard::index),
     modifiers(&BearerAuth, &Aliases, &LayerErrors),
 )]
 pub struct ApiDoc;

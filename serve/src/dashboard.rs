@@ -10,6 +10,9 @@ const INDEX: &str = include_str!("../assets/index.html");
 const APP_JS: &str = include_str!("../assets/app.js");
 const APP_CSS: &str = include_str!("../assets/app.css");
 
+/// The dashboard page; its script and style are under `/assets/`.
+#[utoipa::path(get, path = "/", tag = "service",
+    responses((status = 200, description = "The dashboard page", content_type = "text/html")))]
 pub(crate) async fn index() -> Html<&'static str> {
     Html(INDEX)
 }

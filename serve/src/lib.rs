@@ -53,7 +53,8 @@ pub struct Config {
     /// Webhook requests in flight for the queues named here, instead of
     /// `webhook_concurrency`.
     pub webhook_concurrency_of: std::collections::HashMap<String, usize>,
-    /// Deliver webhooks at all (a second `serve` process may leave it to the first).
+    /// Deliver webhooks at all (a second `serve` process may leave it to the first). A
+    /// read-only service ([`Config::is_read_only`]) delivers none.
     pub webhooks: bool,
     /// Reliable queues to show on the dashboard and in `/metrics` besides those found.
     pub queues: Vec<String>,
@@ -90,6 +91,14 @@ pub fn listen_address(host: Option<&str>, port: Option<u16>) -> Result<SocketAdd
         .map_err(|e| format!("--host {host:?}: {e}"))?
         .next()
         .ok_or_else(|| format!("--host {host:?} has no address"))
+}
+
+impl Config {
+    /// No token and no `allow_unauthenticated`: mutating routes answer 403, and the
+    /// process delivers no webhooks (whatever `webhooks` says).
+    pub fn is_read_only(&self) -> bool {
+        self.token.is_none() && !self.allow_unauthenticated
+    }
 }
 
 impl Default for Config {
@@ -140,6 +149,13 @@ impl Server {
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let listener = TcpListener::bind(config.listen).await?;
         let addr = listener.local_addr()?;
+        let mut config = config;
+        if config.webhooks && config.is_read_only() {
+            // Delivering acks, nacks and buries messages: a read-only service (a dashboard
+            // for operators) changes no queue.
+            tracing::info!("read-only: this process delivers no webhooks");
+            config.webhooks = false;
+        }
         if config.webhooks && config.webhook_secret.is_none() {
             tracing::warn!(
                 "DELAYQ_WEBHOOK_SECRET is not set: webhook requests are signed \
@@ -180,7 +196,7 @@ pub async fn run(
         (Some(_), _) => "mutating routes need the bearer token",
         (None, true) => "no token: anyone who can connect may change the queues",
         (None, false) => {
-            "read-only: set DELAYQ_TOKEN (or pass --allow-unauthenticated) to allow changes"
+            "read-only, delivering no webhooks: set DELAYQ_TOKEN (or pass --allow-unauthenticated) to allow changes"
         }
     };
     let allowed_hosts = match std::env::var(ALLOWED_HOSTS_VAR) {

@@ -304,7 +304,7 @@ pub(crate) fn to_prometheus_text(open: &str) -> String {
 #[utoipa::path(get, path = "/metrics", tag = "service",
     responses((status = 200,
         description = "Prometheus text format 0.0.4; OpenMetrics 1.0 when `Accept` asks for `application/openmetrics-text`",
-        content_type = "text/plain")))]
+        content((String = "text/plain"), (String = "application/openmetrics-text")))))]
 pub(crate) async fn metrics(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,

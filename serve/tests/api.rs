@@ -254,6 +254,71 @@ async fn delayed_queue_routes_offer_take_and_count() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_value_as_payload_is_stored_as_its_json_text() {
+    let env = Env::start(config()).await;
+    let sent = [
+        (
+            json!({"order": 42, "items": ["a"]}),
+            r#"{"items":["a"],"order":42}"#,
+        ),
+        (json!([1, 2]), "[1,2]"),
+        (json!(7.5), "7.5"),
+        (json!(false), "false"),
+        (json!("text"), "text"),
+    ];
+    for (i, (payload, _)) in sent.iter().enumerate() {
+        let body = json!({"payload": payload, "id": format!("m{i}")});
+        let (s, e) = env
+            .call("POST", "/v1/queues/docs/messages", Some(body))
+            .await;
+        assert_eq!(s, 201, "{payload}: {e}");
+        let body = json!({"payload": payload});
+        let (s, e) = env
+            .call("POST", "/v1/delayed/docs/messages", Some(body))
+            .await;
+        assert_eq!(s, 201, "{payload}: {e}");
+    }
+    let q = env
+        .client
+        .reliable_queue("docs", Default::default())
+        .unwrap();
+    let d = env.client.delayed_queue("docs").unwrap();
+    // Due in the same ms: in any order.
+    let (mut received, mut taken) = (Vec::new(), Vec::new());
+    for _ in &sent {
+        let got = q
+            .receive(Some(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .unwrap();
+        received.push((got.id.clone(), got.payload.clone()));
+        taken.push(d.take(Some(Duration::from_secs(5))).await.unwrap().unwrap());
+    }
+    received.sort();
+    taken.sort();
+    let mut texts: Vec<Vec<u8>> = sent.iter().map(|(_, t)| t.as_bytes().to_vec()).collect();
+    let by_id: Vec<(String, Vec<u8>)> = (0..sent.len())
+        .map(|i| (format!("m{i}"), texts[i].clone()))
+        .collect();
+    texts.sort();
+    assert_eq!(received, by_id);
+    assert_eq!(taken, texts);
+    // null is no payload.
+    let (s, e) = env
+        .call(
+            "POST",
+            "/v1/queues/docs/messages",
+            Some(json!({"payload": null})),
+        )
+        .await;
+    assert_eq!(
+        (s, e["error"]["kind"].as_str()),
+        (400, Some("invalid_argument"))
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_its_status_and_writes_nothing() {
     let env = Env::start(config()).await;
     let long_id = "x".repeat(257);

@@ -965,3 +965,53 @@ async fn another_process_s_webhook_workers_leave_a_queue_that_is_no_webhook_queu
     workers.stop().await.unwrap();
     env.stop().await;
 }
+
+/// A read-only service (no token) changes no queue: it delivers no webhooks, even with
+/// webhooks on and a secret, while another process offers webhook messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_service_delivers_no_webhooks() {
+    // The API's process delivers no webhooks; a read-only one on the same Redis would.
+    let env = Env::start(delayq_serve::Config {
+        webhooks: false,
+        ..hook_config()
+    })
+    .await;
+    let read_only = delayq_serve::Server::start(
+        delayq::Client::connect(&env.redis.url()).await.unwrap(),
+        delayq_serve::Config {
+            token: None,
+            ..hook_config()
+        },
+    )
+    .await
+    .unwrap();
+    let info = reqwest::get(format!("http://{}/v1/server", read_only.addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(
+        (info["read_only"].as_bool(), info["webhooks"].as_bool()),
+        (Some(true), Some(false)),
+        "{info}"
+    );
+    let mut hook = endpoint().await;
+    let (s, _) = env
+        .call(
+            "POST",
+            "/v1/queues/watched/messages",
+            Some(json!({"payload": "w", "callback_url": format!("{}/ok", hook.url)})),
+        )
+        .await;
+    assert_eq!(s, 201);
+    // Nothing to await: the read-only process looks for webhook queues every 5 s, so past
+    // one look it would have POSTed the message.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert!(hook.rx.try_recv().is_err(), "a read-only service POSTed");
+    let (_, q) = env.call("GET", "/v1/queues/watched", None).await;
+    assert_eq!(q["counts"]["ready"], 1, "{q}");
+    read_only.stop().await.unwrap();
+    env.stop().await;
+}
