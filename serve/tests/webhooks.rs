@@ -86,6 +86,19 @@ fn hook_config() -> delayq_serve::Config {
     }
 }
 
+/// A service that delivers no webhooks (the API the test calls), and a second process on
+/// its Redis with `second`.
+async fn api_and_second_process(second: delayq_serve::Config) -> (Env, delayq_serve::Server) {
+    let api = delayq_serve::Config {
+        webhooks: false,
+        ..hook_config()
+    };
+    let env = Env::start(api).await;
+    let client = delayq::Client::connect(&env.redis.url()).await.unwrap();
+    let server = delayq_serve::Server::start(client, second).await.unwrap();
+    (env, server)
+}
+
 async fn next(rx: &mut mpsc::UnboundedReceiver<Received>) -> Received {
     tokio::time::timeout(Duration::from_secs(20), rx.recv())
         .await
@@ -920,17 +933,7 @@ async fn a_queue_is_a_webhook_queue_or_a_plain_one_never_both() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_process_s_webhook_workers_leave_a_queue_that_is_no_webhook_queue_any_more() {
     // The API's process delivers no webhooks; a second one on the same Redis does.
-    let env = Env::start(delayq_serve::Config {
-        webhooks: false,
-        ..hook_config()
-    })
-    .await;
-    let workers = delayq_serve::Server::start(
-        delayq::Client::connect(&env.redis.url()).await.unwrap(),
-        hook_config(),
-    )
-    .await
-    .unwrap();
+    let (env, workers) = api_and_second_process(hook_config()).await;
     let mut hook = endpoint().await;
     let (s, _) = env
         .call(
@@ -971,20 +974,11 @@ async fn another_process_s_webhook_workers_leave_a_queue_that_is_no_webhook_queu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_service_delivers_no_webhooks() {
     // The API's process delivers no webhooks; a read-only one on the same Redis would.
-    let env = Env::start(delayq_serve::Config {
-        webhooks: false,
+    let read_only = delayq_serve::Config {
+        token: None,
         ..hook_config()
-    })
-    .await;
-    let read_only = delayq_serve::Server::start(
-        delayq::Client::connect(&env.redis.url()).await.unwrap(),
-        delayq_serve::Config {
-            token: None,
-            ..hook_config()
-        },
-    )
-    .await
-    .unwrap();
+    };
+    let (env, read_only) = api_and_second_process(read_only).await;
     let info = reqwest::get(format!("http://{}/v1/server", read_only.addr))
         .await
         .unwrap()
