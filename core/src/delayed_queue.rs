@@ -437,11 +437,9 @@ async fn poll_on(
     if value.is_some() {
         return Ok(value);
     }
-    let (outcome, _) = scheduler::transfer_batch(conn, keys, batch, Default::default()).await?;
-    if outcome.moved == 0 {
-        return Ok(None);
-    }
-    pop_head(conn, &keys.destination).await
+    // The pop in the transfer's script call: a transfer task (this handle's own, or another
+    // process's) that moved an entry after the first pop must not make this poll miss it.
+    scheduler::transfer_and_pop(conn, keys, batch).await
 }
 
 /// Pushes a taken value back to the head of `destination`, where it was.

@@ -76,8 +76,31 @@ pub(crate) async fn transfer_batch(
     batch: usize,
     state: SweepState,
 ) -> Result<(TransferOutcome, SweepState)> {
-    type Reply = (u64, i64, i64, i64, i64, i64, i64, u64);
-    let (moved, next_due, now, a, b, c, d, set_aside): Reply = scripts::TRANSFER
+    let (outcome, state, _) = transfer_call(conn, keys, batch, state, false).await?;
+    Ok((outcome, state))
+}
+
+/// One transfer call from a fresh sweep, then the head of the destination popped in the
+/// same script call (a poll: nothing moved meanwhile by another process's transfer is
+/// missed); returns the head, if any.
+pub(crate) async fn transfer_and_pop(
+    conn: &mut (impl ConnectionLike + Send),
+    keys: &DelayedKeys,
+    batch: usize,
+) -> Result<Option<Vec<u8>>> {
+    let (_, _, popped) = transfer_call(conn, keys, batch, SweepState::default(), true).await?;
+    Ok(popped)
+}
+
+async fn transfer_call(
+    conn: &mut (impl ConnectionLike + Send),
+    keys: &DelayedKeys,
+    batch: usize,
+    state: SweepState,
+    pop: bool,
+) -> Result<(TransferOutcome, SweepState, Option<Vec<u8>>)> {
+    type Reply = (u64, i64, i64, i64, i64, i64, i64, u64, Option<Vec<u8>>);
+    let (moved, next_due, now, a, b, c, d, set_aside, popped): Reply = scripts::TRANSFER
         .key(&keys.destination)
         .key(&keys.timeout_set)
         .key(&keys.queue_list)
@@ -85,6 +108,7 @@ pub(crate) async fn transfer_batch(
         .arg(batch)
         .arg(TRANSFER_BUDGET_US)
         .arg(&state.0[..])
+        .arg(if pop { "1" } else { "0" })
         .invoke_async(conn)
         .await?;
     if set_aside > 0 {
@@ -96,7 +120,7 @@ pub(crate) async fn transfer_batch(
         next_due: (next_due >= 0).then_some(next_due),
         now,
     };
-    Ok((outcome, SweepState([a, b, c, d])))
+    Ok((outcome, SweepState([a, b, c, d]), popped))
 }
 
 /// Moves every due entry, call after call, until none is due.

@@ -482,3 +482,31 @@ async fn a_request_sent_behind_one_that_got_no_reply_fails_with_it() {
     assert_eq!(q.size().await.unwrap(), 0);
     client.close();
 }
+
+/// A value offered with no delay is there to poll at once, even while the handle's own
+/// transfer task (woken by that offer) moves it between the poll's steps.
+#[tokio::test(flavor = "multi_thread")]
+async fn poll_and_a_zero_take_find_a_value_offered_with_no_delay_at_once() {
+    let server = RedisServer::start();
+    let c = client(&server).await;
+    let q = c.delayed_queue("at-once").unwrap();
+    let mut missed = Vec::new();
+    for i in 0..400 {
+        let value = format!("v{i}");
+        q.offer(value.clone(), Duration::ZERO).await.unwrap();
+        let got = match i % 2 {
+            0 => q.poll().await.unwrap(),
+            _ => q.take(Some(Duration::ZERO)).await.unwrap(),
+        };
+        if got.as_deref() != Some(value.as_bytes()) {
+            missed.push((i, got.map(|g| String::from_utf8_lossy(&g).into_owned())));
+        }
+    }
+    // (After one miss, each poll gets the value before its own.)
+    let first: Vec<_> = missed.iter().take(3).collect();
+    assert!(
+        missed.is_empty(),
+        "{} of 400 missed, first (offer, then got): {first:?}",
+        missed.len()
+    );
+}

@@ -169,8 +169,9 @@ const TRANSFER_SCRIPT: &str = concat!(
 /// The time budget the transfer task gives each call (`scheduler::TRANSFER_BUDGET_US`).
 const BUDGET_US: u64 = 20_000;
 
-/// The transfer script's reply: moved, next due, now, the sweep state, entries set aside.
-type Reply = (u64, i64, i64, i64, i64, i64, i64, u64);
+/// The transfer script's reply: moved, next due, now, the sweep state, entries set aside,
+/// the popped head (none: this test does not ask for one).
+type Reply = (u64, i64, i64, i64, i64, i64, i64, u64, Option<Vec<u8>>);
 
 /// Runs transfer passes the way `scheduler::transfer_due` does, call after call with the
 /// sweep state handed back, and measures each call by the CPU time of Redis's main thread.

@@ -1,9 +1,12 @@
 -- Move due entries of a delayed queue to its destination, within a time budget per call.
 -- KEYS[1] destination list, KEYS[2] timeout set, KEYS[3] queue list, KEYS[4] corrupt list
 -- ARGV[1] batch size (most entries moved per call), ARGV[2] time budget in microseconds,
--- ARGV[3..6] the sweep state returned by the previous call of this pass (0s at first)
+-- ARGV[3..6] the sweep state returned by the previous call of this pass (0s at first),
+-- ARGV[7] '1' to pop the head of the destination at the end (a poll: in the same call, so
+-- that no other process's transfer can move an entry between the pop and the moves)
 -- Returns {moved, next due time in server ms or -1, server now in ms, sweep state (four
--- numbers)}. While next due <= now, due entries remain: call again with the state.
+-- numbers), entries set aside, the popped head or false}. While next due <= now, due
+-- entries remain: call again with the state.
 -- Entries that cannot be unpacked go to the corrupt list so they never block those behind
 -- them.
 --
@@ -323,4 +326,6 @@ deliver()
 local nxt = redis.call('ZRANGE', zset, 0, 0, 'WITHSCORES')
 local next_due = -1
 if nxt[1] then next_due = tonumber(nxt[2]) end
-return {moved, next_due, now, head, tail, idle, scan_ns, set_aside}
+local popped = false
+if ARGV[7] == '1' then popped = redis.call('LPOP', dest) end
+return {moved, next_due, now, head, tail, idle, scan_ns, set_aside, popped}
