@@ -54,7 +54,7 @@ pids+=($!)
 node examples/node/consumer.js "$queue" 1000 4 | tee "$work/out-node" &
 pids+=($!)
 if [ -n "$JAVA_CP" ]; then
-  java -cp "$JAVA_CP" OrderConsumer "$REDIS_URL" "$queue" 1000 4 | tee "$work/out-java" &
+  java -Dslf4j.internal.verbosity=ERROR -cp "$JAVA_CP" OrderConsumer "$REDIS_URL" "$queue" 1000 4 | tee "$work/out-java" &
   pids+=($!)
 fi
 
@@ -65,7 +65,7 @@ node examples/node/producer.js "$queue" "$per" >/dev/null &
 producers+=($!)
 sent=$((2 * per))
 if [ -n "$JAVA_CP" ]; then
-  java -cp "$JAVA_CP" OrderProducer "$REDIS_URL" "$queue" "$per" >/dev/null &
+  java -Dslf4j.internal.verbosity=ERROR -cp "$JAVA_CP" OrderProducer "$REDIS_URL" "$queue" "$per" >/dev/null &
   producers+=($!)
   sent=$((sent + per))
 fi

@@ -8,13 +8,15 @@ import java.util.concurrent.CountDownLatch;
 
 /**
  * A reliable consumer: offers one job, then consumes with four handlers at a time, acking
- * what was handled and retrying what failed (the first attempt fails here on purpose).
- * Args: url queue.
+ * what was handled and retrying what failed (the first attempt fails here on purpose). The
+ * queue's settings are those of the Python and Node workers, so that they can take turns on
+ * one queue (settings are stored with the queue: a handle naming others is refused).
+ * Args: url queue (default worker-jobs).
  */
 public class ReliableWorker {
     public static void main(String[] args) throws InterruptedException {
         String url = args.length > 0 ? args[0] : System.getenv().getOrDefault("REDIS_URL", "redis://127.0.0.1:6379");
-        String queueName = args.length > 1 ? args[1] : "jobs";
+        String queueName = args.length > 1 ? args[1] : "worker-jobs";
         ReliableQueueOptions options = new ReliableQueueOptions()
                 .withVisibilityTimeout(Duration.ofSeconds(30))
                 .withMaxAttempts(5)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compiles Producer.java, Consumer.java and ReliableWorker.java with plain javac against the delayq jar and its
-# two dependencies (JNA, kotlinx-coroutines, with kotlin-stdlib), then runs them against a
+# runtime dependencies (JNA, kotlinx-coroutines with kotlin-stdlib, slf4j-api), then runs them against a
 # redis-server started here on a free port. Builds the jar first if it is missing.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -11,7 +11,7 @@ work="$(mktemp -d)"
 trap 'kill "${redis_pid:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 
 # The classpath a Java user needs: the jar plus its runtime dependencies.
-mvn -B -q -f "$pom" dependency:build-classpath -Dmdep.includeScope=runtime -Dmdep.outputFile="$work/cp.txt" >/dev/null
+mvn -B -q -f "$pom" dependency:build-classpath -DincludeScope=runtime -Dmdep.outputFile="$work/cp.txt" >/dev/null
 cp="$jar:$(cat "$work/cp.txt")"
 javac -d "$work/classes" -cp "$cp" "$here/Producer.java" "$here/Consumer.java" "$here/ReliableWorker.java"
 
@@ -29,7 +29,7 @@ cat "$work/consumer.out"
 [ "$(grep -c '^took order-' "$work/consumer.out")" = 3 ]
 echo "java example: 3 offered, 3 taken"
 
-java -cp "$work/classes:$cp" ReliableWorker "$url" jobs >"$work/worker.out"
+java -cp "$work/classes:$cp" ReliableWorker "$url" worker-jobs >"$work/worker.out"
 cat "$work/worker.out"
 grep -q '^\[java worker\] invoice-42 attempt 2: charge card 42$' "$work/worker.out"
 grep -q '^\[java worker\] done: ReliableStats(delayed=0, ready=0, inFlight=0, dead=0)$' "$work/worker.out"
