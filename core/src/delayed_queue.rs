@@ -276,8 +276,9 @@ impl DelayedQueue {
     /// Takes the oldest due value if there is one, without waiting.
     ///
     /// A value that came due since the transfer task's last pass counts: with the
-    /// destination empty, one transfer call moves what is due and the head is taken then,
-    /// so that a value offered with no delay can be polled at once.
+    /// destination empty, one transfer call moves what is due and takes the head in the
+    /// same script call, so that a value offered with no delay can be polled at once (even
+    /// while a transfer task moves it).
     pub async fn poll(&self) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
         let value = poll_on(
