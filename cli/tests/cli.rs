@@ -241,33 +241,39 @@ fn transfer_without_reliable_moves_a_reliable_queue_found_in_redis() {
     let offer = ["reliable", "offer", "rq", "300", "due-soon"];
     assert!(delayq(&server, &offer).status.success());
     assert_eq!(server.cli(&["XLEN", "{dq:rq}:ready"]), "0");
-    let transfer = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args([
-            "--url",
-            &server.url(),
-            "transfer",
-            "rq",
-            "--reconcile-ms",
-            "200",
-        ])
+    let transfer = spawn_transfer(&server, "rq");
+    let said = stopped_once_ready(&server, transfer, "{dq:rq}:ready");
+    assert!(said.contains("rq is also a reliable queue"), "{said}");
+}
+
+/// `delayq transfer QUEUE --reconcile-ms 200`, its standard error piped.
+fn spawn_transfer(server: &RedisServer, queue: &str) -> std::process::Child {
+    let url = server.url();
+    let args = ["--url", &url, "transfer", queue, "--reconcile-ms", "200"];
+    Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(args)
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Waits up to 10 s for the stream `ready` to hold one message, interrupts `transfer`,
+/// asserts both, and returns what it said on standard error.
+fn stopped_once_ready(server: &RedisServer, transfer: std::process::Child, ready: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while server.cli(&["XLEN", "{dq:rq}:ready"]) != "1" && Instant::now() < deadline {
+    while server.cli(&["XLEN", ready]) != "1" && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let ready = server.cli(&["XLEN", "{dq:rq}:ready"]);
+    let count = server.cli(&["XLEN", ready]);
     // Stopped before any assertion: a failed test leaves no process behind.
     Command::new("kill")
         .args(["-INT", &transfer.id().to_string()])
         .status()
         .unwrap();
     let out = transfer.wait_with_output().unwrap();
-    assert_eq!(ready, "1", "made ready");
+    assert_eq!(count, "1", "made ready");
     assert!(out.status.success(), "{out:?}");
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains("rq is also a reliable queue"), "{said}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// A reliable queue created after `transfer` started (named without `--reliable`) is
@@ -275,18 +281,7 @@ fn transfer_without_reliable_moves_a_reliable_queue_found_in_redis() {
 #[test]
 fn transfer_without_reliable_moves_a_reliable_queue_created_later() {
     let server = RedisServer::start();
-    let transfer = Command::new(env!("CARGO_BIN_EXE_delayq"))
-        .args([
-            "--url",
-            &server.url(),
-            "transfer",
-            "late",
-            "--reconcile-ms",
-            "200",
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let transfer = spawn_transfer(&server, "late");
     // Running: subscribed to the delayed queue's channel.
     let deadline = Instant::now() + Duration::from_secs(10);
     while server
@@ -300,19 +295,7 @@ fn transfer_without_reliable_moves_a_reliable_queue_created_later() {
     }
     let offer = ["reliable", "offer", "late", "300", "due-soon"];
     assert!(delayq(&server, &offer).status.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while server.cli(&["XLEN", "{dq:late}:ready"]) != "1" && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let ready = server.cli(&["XLEN", "{dq:late}:ready"]);
-    Command::new("kill")
-        .args(["-INT", &transfer.id().to_string()])
-        .status()
-        .unwrap();
-    let out = transfer.wait_with_output().unwrap();
-    assert_eq!(ready, "1", "made ready");
-    assert!(out.status.success(), "{out:?}");
-    let said = String::from_utf8_lossy(&out.stderr);
+    let said = stopped_once_ready(&server, transfer, "{dq:late}:ready");
     assert!(said.contains("late is now also a reliable queue"), "{said}");
 }
 
