@@ -340,6 +340,18 @@ fn check_url(url: &str) -> Result<()> {
     if url.starts_with("redis+sentinel://") {
         return Ok(()); // parsed by `parse_sentinel_url`
     }
+    // The CLI's form of several seeds is one URL to a client: say where the seeds go.
+    let joined = |u: &str| {
+        SCHEMES
+            .iter()
+            .any(|s| u.trim_start().starts_with(&format!("{s}://")))
+    };
+    if url.split(',').skip(1).any(joined) {
+        return Err(Error::invalid(format!(
+            "bad Redis URL {}: several seed URLs of a cluster go in a list, one URL per item",
+            redact_url(url)
+        )));
+    }
     let parsed = url::Url::parse(url)
         .map_err(|e| Error::invalid(format!("bad Redis URL {}: {e}", redact_url(url))))?;
     match parsed.scheme() {
@@ -1532,6 +1544,10 @@ mod tests {
             assert!(e.contains("must be followed by //"), "{url} -> {e}");
         }
         assert!(check_url("redis+unix:///tmp/r.sock").is_ok());
+        let e = check_url("redis://u:pw18@h:1, redis://h:2")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("go in a list") && !e.contains("pw18"), "{e}");
         assert_eq!(
             redact_url("redis+unix:///tmp/r.sock?db=1&pass=x"),
             "redis+unix:///tmp/r.sock?db=1&pass=***"
