@@ -529,6 +529,12 @@ struct QueueInner {
     opts: ReliableQueueOptions,
     /// The stored settings, read (or created) by the handle's first call.
     settings: OnceCell<ReliableSettings>,
+    /// Held by the one call reading the settings for the first time.
+    settings_reading: tokio::sync::Mutex<()>,
+    /// Failed first readings so far, and the last one's error: a call that waited for a
+    /// reading that failed gets its error rather than trying again itself. (Each waiter
+    /// trying in turn made N callers on a silent link wait N connect timeouts.)
+    settings_failed: Mutex<(u64, Option<Error>)>,
     /// Cancelled by a graceful close: consumers stop receiving.
     stopping: CancellationToken,
     /// Acks that found their delivery already ended.
@@ -719,6 +725,8 @@ impl ReliableQueue {
                 keys,
                 opts,
                 settings: OnceCell::new(),
+                settings_reading: Default::default(),
+                settings_failed: Default::default(),
                 stopping: CancellationToken::new(),
                 lost_leases: AtomicU64::new(0),
                 consumers: Default::default(),
@@ -766,27 +774,55 @@ impl ReliableQueue {
     /// The stored settings, created from this handle's options if the queue has none;
     /// fails when the handle names settings that differ from the stored ones. Read once per
     /// handle.
+    /// Calls made while a first reading is under way share its outcome, its failure too.
     async fn ensure_settings(&self) -> Result<&ReliableSettings> {
-        self.inner
-            .settings
-            .get_or_try_init(|| async {
-                let mode = if self.inner.opts.update_settings {
-                    "update"
-                } else {
-                    "ensure"
-                };
-                let mut before = None;
-                if let Some(wanted) = self.inner.opts.shards {
-                    before = self.check_shard_change(wanted).await?;
-                }
-                let settings = self.load_settings(mode).await?;
-                self.use_shards(&settings).await?;
-                if let Some(before) = before.filter(|&b| b > 1 && b != settings.shards) {
-                    self.retire_shards(before, settings.shards).await?;
-                }
-                Ok(settings)
-            })
-            .await
+        let inner = &self.inner;
+        if let Some(settings) = inner.settings.get() {
+            return Ok(settings);
+        }
+        let failed = || {
+            inner
+                .settings_failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+        };
+        let seen = failed().0;
+        let _reading = inner.settings_reading.lock().await;
+        if let Some(settings) = inner.settings.get() {
+            return Ok(settings);
+        }
+        if let (n, Some(e)) = &*failed() {
+            if *n != seen {
+                return Err(e.clone());
+            }
+        }
+        match self.first_settings().await {
+            Ok(settings) => Ok(inner.settings.get_or_init(|| async { settings }).await),
+            Err(e) => {
+                let mut failed = failed();
+                *failed = (failed.0 + 1, Some(e.clone()));
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads (or creates) the stored settings and sets up the shards they name.
+    async fn first_settings(&self) -> Result<ReliableSettings> {
+        let mode = if self.inner.opts.update_settings {
+            "update"
+        } else {
+            "ensure"
+        };
+        let mut before = None;
+        if let Some(wanted) = self.inner.opts.shards {
+            before = self.check_shard_change(wanted).await?;
+        }
+        let settings = self.load_settings(mode).await?;
+        self.use_shards(&settings).await?;
+        if let Some(before) = before.filter(|&b| b > 1 && b != settings.shards) {
+            self.retire_shards(before, settings.shards).await?;
+        }
+        Ok(settings)
     }
 
     /// Refuses to change the number of shards of a queue that holds messages: they would

@@ -132,9 +132,21 @@ async fn partition_calls_with_a_timeout_return_in_time() {
     let fresh = plain
         .reliable_queue("pt-fresh", reliable_opts(Duration::from_secs(5), false))
         .unwrap();
+    // Another one, whose first calls (with no timeout of their own) are made together:
+    // they share one reading of the settings, and its failure, rather than each waiting
+    // out the client's 5 s timeout in turn.
+    let crowded = plain
+        .reliable_queue("pt-crowded", reliable_opts(Duration::from_secs(5), false))
+        .unwrap();
     let mut checks = Checks::default();
 
     env.proxy.partition();
+    let crowd: Vec<_> = (0..6)
+        .map(|_| {
+            let q = crowded.clone();
+            tokio::spawn(async move { timed(HUNG, async { q.stats().await.map(Some) }).await })
+        })
+        .collect();
     let two = Duration::from_secs(2);
     let one = Duration::from_secs(1);
     let (take, receive, size, take_0, first_receive) = tokio::join!(
@@ -155,6 +167,11 @@ async fn partition_calls_with_a_timeout_return_in_time() {
         &first_receive,
     );
     check_timed_call(&mut checks, "take(Some(0))", Duration::ZERO, &take_0);
+    for (i, call) in crowd.into_iter().enumerate() {
+        let stats = call.await.expect("a stats task panicked");
+        let what = format!("first call {i} of 6 together (stats(), 5 s response timeout)");
+        check_timed_call(&mut checks, &what, Duration::from_secs(5), &stats);
+    }
     check_timed_call(&mut checks, "take(Some(2 s))", two, &take);
     check_timed_call(&mut checks, "receive(Some(2 s))", two, &receive);
     check_timed_call(
