@@ -16,7 +16,10 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "delayq",
     version,
-    about = "A delayed queue on Redis, compatible with Redisson's RDelayedQueue"
+    about = "A delayed queue on Redis, compatible with Redisson's RDelayedQueue",
+    after_help = "Exit codes: 0 done (also a take whose time ran out with fewer values than --count), \
+1 error, 2 usage or invalid argument.\nLogs go to stderr: warnings by default (transfer: debug, \
+serve: info); RUST_LOG sets the level (RUST_LOG=delayq=debug, RUST_LOG=off)."
 )]
 struct Cli {
     /// Redis URL (redis://[user:pass@]host:port/db, rediss://, redis+unix:///path,
@@ -84,7 +87,8 @@ enum Command {
     /// is printed first, never lost.
     Take {
         queue: String,
-        /// Give up after this many milliseconds in all (default: wait forever).
+        /// Give up after this many milliseconds in all (default: wait forever); exits 0
+        /// with the values taken so far, none included (count the lines printed).
         #[arg(long)]
         timeout_ms: Option<u64>,
         /// Exit after this many values.
