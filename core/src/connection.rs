@@ -44,7 +44,7 @@ use cluster::ClusterCommands;
 
 mod cluster;
 mod direct;
-pub(crate) use direct::{holding_signals, on_this_thread, Indirect};
+pub(crate) use direct::{holding_signals, on_this_thread, Bounded, Indirect};
 
 /// Certificates for `rediss://` connections. Files are PEM.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -875,9 +875,11 @@ impl Reconnecting {
         limit: Duration,
         send: impl AsyncFnOnce(&mut Conn) -> redis::RedisResult<T>,
     ) -> redis::RedisResult<T> {
+        // Inside a call with a time of its own, no step may outlast it.
+        let limit = direct::within_bound(limit)?;
         let kept = match self.own.take() {
             Some((conn, _, used)) if used.elapsed() >= CHECK_IDLE => {
-                let mut conn = with_timeouts(conn, self.response_timeout)?;
+                let mut conn = with_timeouts(conn, direct::within_bound(self.response_timeout)?)?;
                 match Checked::of(direct::ping(&mut conn)) {
                     Checked::Answered => Some((conn, self.response_timeout)),
                     Checked::Spent(e) => {
@@ -895,13 +897,16 @@ impl Reconnecting {
             None => {
                 let client = self.nodes.client(self.connect_timeout).await;
                 let client = client.map_err(to_redis_error)?;
-                let conn = open_within(client, self.connect_timeout).map_err(|e| {
-                    self.nodes.rotate();
+                let connect_limit = direct::within_bound(self.connect_timeout)?;
+                let conn = open_within(client, connect_limit).map_err(|e| {
+                    // A call's own end, not a dead server: the next node is not tried.
+                    if connect_limit == self.connect_timeout {
+                        self.nodes.rotate();
+                    }
                     match e.is_timeout() {
                         // As the multiplexed connection says it (not "os error 11").
                         true => to_redis_error(Error::Timeout(format!(
-                            "no answer from Redis within {:?} to connect",
-                            self.connect_timeout
+                            "no answer from Redis within {connect_limit:?} to connect"
                         ))),
                         false => e,
                     }

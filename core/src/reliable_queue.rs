@@ -2081,6 +2081,8 @@ async fn within<T>(
     call: impl std::future::Future<Output = Result<T>>,
 ) -> Result<T> {
     let Some(by) = by else { return call.await };
+    // (Bounded: a host's blocking call reads on its own thread, where no timer cuts in.)
+    let call = crate::connection::Bounded(by.into_std(), call);
     match tokio::time::timeout_at(by, call).await {
         Ok(outcome) => outcome,
         Err(_) => Err(Error::Connection(

@@ -37,6 +37,8 @@ thread_local! {
     /// Whether this thread holds off asynchronous signals while it waits for a reply
     /// (see [`holding_signals`]).
     static HOLD_SIGNALS: Cell<bool> = const { Cell::new(false) };
+    /// The end of the [`Bounded`] call this thread is polling, if any.
+    static BOUND: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
 /// A thread's connection of one client, and the read timeout it has now.
@@ -213,6 +215,36 @@ impl Drop for SignalsHeld {
             // SAFETY: restores the mask saved by `now`.
             unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, before, std::ptr::null_mut()) };
         }
+    }
+}
+
+/// A future whose direct requests end by a time: their connect, writes and reads are cut
+/// to what is left of it. A timer around a call cannot cut a direct request short, since
+/// the thread that would notice it is the one blocked in the read.
+pub struct Bounded<F>(pub Instant, pub F);
+
+impl<F: Future> Future for Bounded<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let by = self.0;
+        let outer = BOUND.get();
+        BOUND.set(Some(outer.map_or(by, |o| o.min(by))));
+        let _restore = Restore(move || BOUND.set(outer));
+        // SAFETY: the inner future is never moved out of its pin.
+        unsafe { self.map_unchecked_mut(|s| &mut s.1) }.poll(cx)
+    }
+}
+
+/// `limit`, cut to what is left of the [`Bounded`] call being polled; a timeout error
+/// when nothing is left.
+pub(super) fn within_bound(limit: Duration) -> redis::RedisResult<Duration> {
+    let Some(by) = BOUND.get() else {
+        return Ok(limit);
+    };
+    match by.checked_duration_since(Instant::now()) {
+        Some(left) if left >= Duration::from_millis(1) => Ok(limit.min(left)),
+        _ => Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into()),
     }
 }
 

@@ -93,6 +93,48 @@ async fn client_with_2s_replies(env: &Proxied) -> Client {
         .expect("connect through the proxy")
 }
 
+/// Polls `fut` on this thread as a host's blocking call does (Python's, the JVM's): its
+/// requests go over this thread's own connection.
+fn block_as_host<T>(
+    runtime: &tokio::runtime::Handle,
+    fut: impl std::future::Future<Output = T>,
+) -> T {
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        let slice = Duration::from_secs(60);
+        if let Some(out) = delayq::host::blocking::poll_for(runtime, fut.as_mut(), slice) {
+            return out;
+        }
+    }
+}
+
+/// `call` made by a host's thread of its own ([`block_as_host`]) once `go` says so; with
+/// `warm`, the thread makes that call first (so it has a connection of its own), then says
+/// `ready`. Returns how long `call` took, and its output.
+fn host_call<W, F>(
+    warm: Option<W>,
+    ready: tokio::sync::oneshot::Sender<()>,
+    go: std::sync::mpsc::Receiver<()>,
+    call: F,
+) -> std::thread::JoinHandle<(Duration, F::Output)>
+where
+    W: std::future::Future + Send + 'static,
+    F: std::future::Future + Send + 'static,
+    F::Output: Send,
+{
+    let runtime = tokio::runtime::Handle::current();
+    std::thread::spawn(move || {
+        if let Some(warm) = warm {
+            block_as_host(&runtime, warm);
+        }
+        let _ = ready.send(());
+        go.recv().expect("the test ended");
+        let start = Instant::now();
+        let out = block_as_host(&runtime, call);
+        (start.elapsed(), out)
+    })
+}
+
 /// Blocking calls with a timeout (`take(2 s)`, `receive(2 s)`) and a command under a 2 s
 /// response timeout (`size`) return within their time plus the margin during a silent
 /// partition; after it, values offered directly are taken through the proxy within the
@@ -138,9 +180,41 @@ async fn partition_calls_with_a_timeout_return_in_time() {
     let crowded = plain
         .reliable_queue("pt-crowded", reliable_opts(Duration::from_secs(5), false))
         .unwrap();
+    // Fresh handles' first receive(1 s) as a host's blocking call makes it, on a thread
+    // whose requests go over a connection of its own: one thread that has no connection
+    // yet (it connects), one whose connection is already open (its read waits).
+    let mut host_calls = Vec::new();
+    for (what, warm) in [
+        ("with no connection yet", false),
+        ("with its connection open", true),
+    ] {
+        let c = Client::connect(&env.proxy.url())
+            .await
+            .expect("connect through the proxy");
+        let q = c
+            .reliable_queue("pt-host", reliable_opts(Duration::from_secs(5), false))
+            .unwrap();
+        let warm_q = c
+            .delayed_queue_with("pt-host-warm", no_scheduler())
+            .unwrap();
+        let warm = warm.then_some(async move { warm_q.size().await.expect("warm-up size") });
+        let (go, wait_for_go) = std::sync::mpsc::channel();
+        let (ready, warmed) = tokio::sync::oneshot::channel();
+        let receive = async move {
+            q.receive(Some(Duration::from_secs(1)))
+                .await
+                .map(|d| d.map(|d| d.id))
+        };
+        let thread = host_call(warm, ready, wait_for_go, receive);
+        warmed.await.expect("a host thread's warm-up failed");
+        host_calls.push((what, go, c, thread));
+    }
     let mut checks = Checks::default();
 
     env.proxy.partition();
+    for (_, go, _, _) in &host_calls {
+        go.send(()).expect("a host thread ended early");
+    }
     let crowd: Vec<_> = (0..6)
         .map(|_| {
             let q = crowded.clone();
@@ -167,6 +241,14 @@ async fn partition_calls_with_a_timeout_return_in_time() {
         &first_receive,
     );
     check_timed_call(&mut checks, "take(Some(0))", Duration::ZERO, &take_0);
+    for (what, _, _client, thread) in host_calls {
+        let (took, out) = tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .expect("join a host thread")
+            .expect("a host thread panicked");
+        let what = format!("a fresh handle's first receive(Some(1 s)) on a host's thread {what}");
+        check_timed_call(&mut checks, &what, one, &(took, Some(out)));
+    }
     for (i, call) in crowd.into_iter().enumerate() {
         let stats = call.await.expect("a stats task panicked");
         let what = format!("first call {i} of 6 together (stats(), 5 s response timeout)");
