@@ -879,9 +879,11 @@ impl Reconnecting {
         let limit = direct::within_bound(limit)?;
         let kept = match self.own.take() {
             Some((conn, _, used)) if used.elapsed() >= CHECK_IDLE => {
-                let mut conn = with_timeouts(conn, direct::within_bound(self.response_timeout)?)?;
+                let ping_limit = direct::within_bound(self.response_timeout)?;
+                let mut conn = with_timeouts(conn, ping_limit)?;
                 match Checked::of(direct::ping(&mut conn)) {
-                    Checked::Answered => Some((conn, self.response_timeout)),
+                    // The timeout it has now, so that the request below sets its own.
+                    Checked::Answered => Some((conn, ping_limit)),
                     Checked::Spent(e) => {
                         tracing::debug!(error = %Escaped(&e), "an idle connection was closed by the server; replaced before the request");
                         None
