@@ -738,7 +738,7 @@ impl Reconnecting {
             }
             if s.generation != seen {
                 if let Some(e) = &s.failed {
-                    return Err(e.clone());
+                    return Err(e.joined());
                 }
             }
         }

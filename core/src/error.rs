@@ -104,6 +104,18 @@ impl Error {
         }
     }
 
+    /// This error, as seen by a call that waited for another call's attempt (a connection,
+    /// a first reading of the settings) and shares its outcome: a time limit it names was
+    /// the other call's, counted from before this call began.
+    pub(crate) fn joined(&self) -> Self {
+        match self {
+            Error::Timeout(m) => Error::Timeout(format!(
+                "{m} (an attempt that another call began earlier, which this call waited for)"
+            )),
+            e => e.clone(),
+        }
+    }
+
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidArgument(msg.into())
     }

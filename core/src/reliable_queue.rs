@@ -793,7 +793,7 @@ impl ReliableQueue {
         }
         if let (n, Some(e)) = &*failed() {
             if *n != seen {
-                return Err(e.clone());
+                return Err(e.joined());
             }
         }
         match self.first_settings().await {

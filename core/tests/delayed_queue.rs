@@ -483,6 +483,53 @@ async fn a_request_sent_behind_one_that_got_no_reply_fails_with_it() {
     client.close();
 }
 
+/// A call that waits for another call's connection attempt, and shares its failure, says
+/// so: the time limit in the message was the other call's, and began before this one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_that_joined_another_calls_connect_attempt_says_so() {
+    let server = RedisServer::start();
+    let opts = delayq::ClientOptions {
+        response_timeout: Duration::from_millis(300),
+        connect_timeout: Duration::from_millis(1500),
+        ..delayq::ClientOptions::new(server.url())
+    };
+    let client = Client::connect_with(opts).await.unwrap();
+    let off = SchedulerOptions {
+        enabled: false,
+        ..Default::default()
+    };
+    let q = client.delayed_queue_with("joined", off).unwrap();
+    q.size().await.unwrap();
+
+    let frozen = server.freeze();
+    // The reply is lost: the connection is dropped, and the next call opens another.
+    let lost = q.size().await.unwrap_err();
+    assert_eq!(lost.kind(), ErrorKind::Connection, "{lost}");
+    let first = tokio::spawn({
+        let q = q.clone();
+        async move { q.size().await }
+    });
+    // The scenario, not a synchronisation: the second call begins 700 ms into the first
+    // one's attempt to connect.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let started = std::time::Instant::now();
+    let second = q.size().await.unwrap_err();
+    let waited = started.elapsed();
+    let first = first.await.unwrap().unwrap_err();
+    drop(frozen);
+
+    assert_eq!(first.kind(), ErrorKind::Timeout, "{first}");
+    assert!(!first.to_string().contains("another call"), "{first}");
+    assert_eq!(second.kind(), ErrorKind::Timeout, "{second}");
+    assert!(
+        second.to_string().contains("another call began earlier"),
+        "{second}"
+    );
+    assert!(waited < Duration::from_millis(1500), "waited {waited:?}");
+    assert_eq!(q.size().await.unwrap(), 0);
+    client.close();
+}
+
 /// A value offered with no delay is there to poll at once, even while the handle's own
 /// transfer task (woken by that offer) moves it between the poll's steps.
 #[tokio::test(flavor = "multi_thread")]
