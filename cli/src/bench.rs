@@ -62,16 +62,27 @@ pub struct BenchArgs {
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Which {
+    /// Every benchmark below but shards.
     All,
+    /// Offer throughput, beside redis-benchmark running the same script (on a plain
+    /// redis:// URL without a password: redis-benchmark takes one only on its command line).
     Offer,
+    /// Due time to a consumer holding the value, at a steady offer rate, beside a bare
+    /// LPUSH to a blocked BLPOP.
     Lateness,
+    /// A backlog of due entries moved to the destination, beside a bare zset-to-list script.
     Drain,
+    /// Due entries in random places among many waiting ones.
     Mixed,
+    /// Redis memory per waiting entry, beside a sorted set of ids.
     Memory,
+    /// The reliable queue: memory, offer and receive+ack throughput, wake-up.
     Reliable,
+    /// consume(handler, 50) throughput and lateness, beside an XREADGROUP + XACK loop.
     ReliableConsume,
     /// One node with S=1 beside a cluster with S shards (needs --cluster-seeds).
     Shards,
+    /// HTTP offers through delayq serve beside the library's offers, and webhook deliveries.
     Serve,
 }
 
@@ -188,19 +199,29 @@ async fn offer(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
         .query_async(&mut conn)
         .await?;
     let info = redis::Client::open(url)?.get_connection_info().clone();
+    let skipped = |why: &str| {
+        println!("redis-benchmark comparison skipped: {why}");
+        println!("delayq offer: {ours:.0} offers/s");
+    };
     let (host, port) = match info.addr() {
         redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
         _ => {
-            println!("redis-benchmark comparison needs a TCP URL; skipped");
-            println!("delayq offer: {ours:.0} offers/s");
+            skipped("it needs a plain TCP URL (redis://host:port), not TLS or a Unix socket");
             return Ok(());
         }
     };
+    if info.redis_settings().password().is_some() {
+        // Its only way to take one is `-a` on its command line, which any user of this
+        // machine can read while it runs.
+        skipped("the URL has a password, which redis-benchmark takes only on its command line (-a), where other users of this machine could read it; run both against a server without one");
+        return Ok(());
+    }
     let bname = fresh_name("offer-rb");
     let keys = delayq::keys::DelayedKeys::new(&bname)?;
     let value_text = String::from_utf8(payload(args.value_size)).unwrap();
     let out = tokio::process::Command::new("redis-benchmark")
         .args(["-h", &host, "-p", &port.to_string()])
+        .args(["--dbnum", &info.redis_settings().db().to_string()])
         .args([
             "-c",
             &args.concurrency.to_string(),

@@ -927,6 +927,35 @@ fn bench_sizes_of_zero_are_usage_errors() {
     }
 }
 
+/// `bench offer` on a URL with a password measures delayq and says why redis-benchmark is
+/// left out (it would need the password on its command line); without one, redis-benchmark
+/// runs on the URL's database.
+#[test]
+fn bench_offer_skips_redis_benchmark_for_a_password_and_names_why() {
+    let server = RedisServer::start();
+    let url = format!("redis://:hunter2@127.0.0.1:{}/3", server.port);
+    server.cli(&["CONFIG", "SET", "requirepass", "hunter2"]);
+    let args = ["--url", &url, "bench", "offer", "--ops", "200"];
+    let out = delayq_env(&args, &[]);
+    let text = format!("{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("skipped: the URL has a password"), "{text}");
+    assert!(text.contains("delayq offer:"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+    let ask = ["-a", "hunter2", "--no-auth-warning", "CONFIG", "SET"];
+    server.cli(&[&ask[..], &["requirepass", ""]].concat());
+
+    let url = format!("redis://127.0.0.1:{}/3", server.port);
+    let out = delayq_env(&["--url", &url, "bench", "offer", "--ops", "200"], &[]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("redis-benchmark same script:"), "{text}");
+    // redis-benchmark's keys went to database 3, where the bench deletes them after: none
+    // were left in database 0.
+    let stats = server.cli(&["INFO", "keyspace"]);
+    assert!(!stats.contains("db0:"), "{stats}");
+}
+
 /// `take` and `reliable receive` with no timeout are long-running consumers: a Redis
 /// restart (down for a second, connections refused) does not end them; each prints the
 /// value offered after the restart and exits 0.
