@@ -240,31 +240,42 @@ def test_a_sentinel_url_reaches_the_master(redis_server: RedisServer, name: str)
     if shutil.which("redis-sentinel") is None:
         pytest.skip("redis-sentinel is not installed")
     d = Path(tempfile.mkdtemp(prefix="delayq-py-sentinel-"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    (d / "sentinel.conf").write_text(
-        f"port {port}\nbind 127.0.0.1\ndir {d}\n"
-        f"sentinel monitor pymaster 127.0.0.1 {redis_server.port} 1\n"
-    )
-    proc = subprocess.Popen(
-        ["redis-sentinel", str(d / "sentinel.conf")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc, port = None, 0
     try:
-        deadline = time.time() + 10
-        ask = ["redis-cli", "-p", str(port), "SENTINEL", "get-master-addr-by-name", "pymaster"]
-        while (
-            str(redis_server.port) not in subprocess.run(ask, capture_output=True).stdout.decode()
-        ):
-            assert time.time() < deadline, "redis-sentinel did not start"
-            time.sleep(0.02)
+        # A port taken between choosing it and binding it ends the sentinel: another one.
+        for _ in range(5):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
+            (d / "sentinel.conf").write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {d}\n"
+                f"sentinel monitor pymaster 127.0.0.1 {redis_server.port} 1\n"
+            )
+            proc = subprocess.Popen(
+                ["redis-sentinel", str(d / "sentinel.conf")],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            deadline = time.time() + 10
+            ask = ["redis-cli", "-p", str(port), "SENTINEL", "get-master-addr-by-name", "pymaster"]
+            while (
+                str(redis_server.port)
+                not in subprocess.run(ask, capture_output=True).stdout.decode()
+            ):
+                if proc.poll() is not None:
+                    break
+                assert time.time() < deadline, "redis-sentinel did not start"
+                time.sleep(0.02)
+            if proc.poll() is None:
+                break
+        else:
+            raise AssertionError("redis-sentinel could not bind a free port in 5 tries")
         with delayq.Client(f"redis+sentinel://127.0.0.1:{port}/pymaster") as client:
             q = client.delayed_queue(name)
             q.offer(b"via-sentinel", 0)
             assert q.take(5) == b"via-sentinel"
     finally:
-        proc.kill()
-        proc.wait()
+        if proc is not None:
+            proc.kill()
+            proc.wait()
         shutil.rmtree(d, ignore_errors=True)

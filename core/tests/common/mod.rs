@@ -573,7 +573,17 @@ impl Sentinel {
     /// Watches `master` under the name `name`; returns once the sentinel knows the master.
     pub fn start(master: &RedisServer, name: &str) -> Self {
         ensure_installed();
-        let port = free_port();
+        for _ in 0..5 {
+            if let Some(sentinel) = Self::try_start(free_port(), master, name) {
+                return sentinel;
+            }
+        }
+        panic!("redis-sentinel could not bind a free port in 5 tries");
+    }
+
+    /// A sentinel on `port`, or None when it exited: the port was taken between choosing it
+    /// and binding it.
+    fn try_start(port: u16, master: &RedisServer, name: &str) -> Option<Self> {
         let dir =
             std::env::temp_dir().join(format!("delayq-sentinel-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -594,7 +604,7 @@ impl Sentinel {
             .stderr(Stdio::null())
             .spawn()
             .expect("start redis-sentinel");
-        let sentinel = Sentinel {
+        let mut sentinel = Sentinel {
             port,
             dir,
             child: Some(child),
@@ -605,10 +615,15 @@ impl Sentinel {
             .cli(&["SENTINEL", "get-master-addr-by-name", name])
             .contains(&want)
         {
+            let child = sentinel.child.as_mut().expect("a child");
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                eprintln!("redis-sentinel on port {port} exited; trying another port");
+                return None;
+            }
             assert!(Instant::now() < deadline, "redis-sentinel did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        sentinel
+        Some(sentinel)
     }
 
     /// Runs redis-cli against the sentinel and returns its stdout.

@@ -256,41 +256,49 @@ impl Sentinel {
         failover_timeout_ms: u64,
     ) -> Sentinel {
         tools::ensure();
-        let port = free_port();
-        let dir = temp_dir(&format!("sentinel-{port}"));
-        let conf = dir.join("sentinel.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "port {port}\n\
-                 bind 127.0.0.1\n\
-                 daemonize no\n\
-                 dir {dir}\n\
-                 logfile {dir}/sentinel.log\n\
-                 sentinel monitor {master} 127.0.0.1 {master_port} {quorum}\n\
-                 sentinel down-after-milliseconds {master} {down_after_ms}\n\
-                 sentinel failover-timeout {master} {failover_timeout_ms}\n\
-                 sentinel parallel-syncs {master} 1\n",
-                dir = dir.display()
-            ),
-        )
-        .expect("write sentinel.conf");
-        let mut child = Command::new("redis-sentinel")
-            .arg(&conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-sentinel");
-        assert!(
-            wait_ready(port, &mut child, "redis-sentinel"),
-            "redis-sentinel could not bind port {port}"
-        );
-        Sentinel {
-            port,
-            dir,
-            child: Some(child),
+        for _ in 0..5 {
+            let port = free_port();
+            let dir = temp_dir(&format!("sentinel-{port}"));
+            let conf = dir.join("sentinel.conf");
+            std::fs::write(
+                &conf,
+                format!(
+                    "port {port}\n\
+                     bind 127.0.0.1\n\
+                     daemonize no\n\
+                     dir {dir}\n\
+                     logfile {dir}/sentinel.log\n\
+                     sentinel monitor {master} 127.0.0.1 {master_port} {quorum}\n\
+                     sentinel down-after-milliseconds {master} {down_after_ms}\n\
+                     sentinel failover-timeout {master} {failover_timeout_ms}\n\
+                     sentinel parallel-syncs {master} 1\n",
+                    dir = dir.display()
+                ),
+            )
+            .expect("write sentinel.conf");
+            let mut child = Command::new("redis-sentinel")
+                .arg(&conf)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start redis-sentinel");
+            if wait_ready(port, &mut child, "redis-sentinel") {
+                return Sentinel {
+                    port,
+                    dir,
+                    child: Some(child),
+                };
+            }
+            // The port was taken between choosing it and binding it (the log says so):
+            // another one.
+            let log = std::fs::read_to_string(dir.join("sentinel.log")).unwrap_or_default();
+            eprintln!("redis-sentinel on port {port} exited; trying another port:\n{log}");
+            if !keep_files() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
         }
+        panic!("redis-sentinel could not bind a free port in 5 tries");
     }
 
     /// `redis-cli` against this sentinel.

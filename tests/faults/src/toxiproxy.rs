@@ -66,7 +66,17 @@ impl Toxiproxy {
     /// Starts a server (its API on a free port) and waits until the API answers.
     pub fn start() -> Toxiproxy {
         let bin = tools::ensure();
-        let api_port = free_port();
+        for _ in 0..5 {
+            if let Some(server) = Self::try_start(bin, free_port()) {
+                return server;
+            }
+        }
+        panic!("Toxiproxy could not bind a free API port in 5 tries");
+    }
+
+    /// A server with its API on `api_port`, or None when it could not listen there: the
+    /// port was taken between choosing it and binding it.
+    fn try_start(bin: &std::path::Path, api_port: u16) -> Option<Toxiproxy> {
         let dir = temp_dir(&format!("toxiproxy-{api_port}"));
         let log = std::fs::File::create(dir.join("toxiproxy.log")).expect("toxiproxy log");
         let child = Command::new(bin)
@@ -77,31 +87,41 @@ impl Toxiproxy {
             .stderr(log)
             .spawn()
             .expect("start the Toxiproxy server");
-        let mut server = Toxiproxy {
+        let server = Toxiproxy {
             api_port,
             dir,
             child: Some(child),
         };
+        // Toxiproxy does not exit when its API port is taken: it logs the error and waits.
+        let log = server.dir.join("toxiproxy.log");
+        let failed = || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let failed = text.contains("Server finished with error");
+            if failed {
+                eprintln!(
+                    "Toxiproxy could not listen on API port {api_port}; trying another:\n{text}"
+                );
+            }
+            failed
+        };
         let deadline = Instant::now() + Duration::from_secs(20);
         while !matches!(http(api_port, "GET", "/version", None), Ok((200, _))) {
+            if failed() {
+                return None;
+            }
             assert!(
                 Instant::now() < deadline,
                 "the Toxiproxy API on port {api_port} did not answer within 20 s"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        // The API that answered is this server's, not another test's on a reused port.
+        // The API that answered is this server's, not another test's on a reused port: a
+        // server whose port was taken logs so at once.
         std::thread::sleep(Duration::from_millis(50));
-        let exited = server
-            .child
-            .as_mut()
-            .map(|c| matches!(c.try_wait(), Ok(Some(_))));
-        assert_eq!(
-            exited,
-            Some(false),
-            "Toxiproxy exited: API port {api_port} taken"
-        );
-        server
+        if failed() {
+            return None;
+        }
+        Some(server)
     }
 
     /// A proxy named `name` listening on a free loopback port (chosen by Toxiproxy) and
