@@ -1222,7 +1222,11 @@ impl Connection {
                 .collect::<Result<Vec<_>>>()?;
             let nodes = Arc::new(Nodes::Seeds(seeds, AtomicUsize::new(0)));
             let budget = opts.response_timeout;
-            let commands = Commands::Cluster(ClusterCommands { conn, budget });
+            let commands = Commands::Cluster(ClusterCommands {
+                conn,
+                budget,
+                ran_on: None,
+            });
             (commands, nodes, Some(blocking))
         } else {
             let nodes = Arc::new(if sentinel {
@@ -1321,13 +1325,14 @@ impl Connection {
             Commands::Cluster(c) => {
                 let mut c = c.clone();
                 let value: T = call.invoke_async(&mut c).await?;
-                let route = Route::new(crate::keys::cluster_slot(key), SlotAddr::Master);
+                // The node that ran the script: where a `MOVED` sent it, else its slot's master.
+                let node = c.ran_on.take().unwrap_or_else(|| {
+                    let slot = crate::keys::cluster_slot(key);
+                    SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master))
+                });
                 let confirmed = tokio::time::timeout(
                     limit,
-                    c.conn.route_command(
-                        wait,
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
-                    ),
+                    c.conn.route_command(wait, RoutingInfo::SingleNode(node)),
                 )
                 .await
                 .map_err(|_| reply_lost(limit))??;
@@ -1401,9 +1406,11 @@ fn check_confirmed(d: &Durability, reply: Value) -> Result<()> {
             (Value::Int(l), Value::Int(r)) => (*l, *r),
             _ => (0, 0),
         },
+        // Refused (the slot's node became a replica during a failover: "WAIT cannot be
+        // used with replica instances"): the write ran, its replication is unknown.
         other => {
-            return Err(Error::Server(format!(
-                "unexpected reply to WAIT: {other:?}"
+            return Err(Error::Timeout(format!(
+                "the write was applied on the master, but its replication could not be confirmed (the reply to WAIT: {other:?}); it may not survive a failover"
             )))
         }
     };
@@ -1469,6 +1476,26 @@ async fn with_timeout<T, E: Into<Error>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `WAIT` that answers anything but counts (refused by a node that became a replica
+    /// in a failover) leaves the write applied and its replication unknown: a `timeout`, as
+    /// when too few replicas confirm, never a `server` error that would say it did not run.
+    #[test]
+    fn a_wait_refused_after_the_write_is_a_timeout_saying_the_write_was_applied() {
+        let d = Durability {
+            replicas: 1,
+            aof: false,
+            timeout: Duration::from_millis(100),
+        };
+        for reply in [Value::Nil, Value::SimpleString("ERR".into())] {
+            let e = check_confirmed(&d, reply).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Timeout, "{e}");
+            assert!(e.to_string().contains("applied on the master"), "{e}");
+        }
+        assert!(check_confirmed(&d, Value::Int(1)).is_ok());
+        let few = check_confirmed(&d, Value::Int(0)).unwrap_err();
+        assert_eq!(few.kind(), crate::ErrorKind::Timeout, "{few}");
+    }
 
     /// A timeout of redis-rs's own that ends sooner than ours is not reported as ours.
     #[tokio::test]

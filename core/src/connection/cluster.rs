@@ -24,6 +24,10 @@ pub(crate) struct ClusterCommands {
     pub(crate) conn: ClusterConnection,
     /// How long a request may go on being resent (the client's response timeout).
     pub(crate) budget: Duration,
+    /// The node the last request of this handle ran on when a `MOVED` sent it there (None:
+    /// the node its slot maps to), so that a `WAIT` after a write asks the node that
+    /// applied it, not one the slot map still names (a failed master back as a replica).
+    pub(crate) ran_on: Option<SingleNodeRoutingInfo>,
 }
 
 /// Where the next send of a request goes.
@@ -132,15 +136,21 @@ impl ConnectionLike for ClusterCommands {
             let mut resends = Resends::new(self.budget);
             let mut next = Next::BySlot;
             loop {
-                let sent = match next {
+                let sent = match &next {
                     Next::BySlot => self.conn.req_packed_command(cmd).await,
                     Next::To(node) => {
-                        let to = RoutingInfo::SingleNode(node);
+                        let to = RoutingInfo::SingleNode(node.clone());
                         self.conn.route_command(cmd.clone(), to).await
                     }
                 };
                 next = match sent {
-                    Ok(v) => return Ok(v),
+                    Ok(v) => {
+                        self.ran_on = match next {
+                            Next::To(node) => Some(node),
+                            Next::BySlot => None,
+                        };
+                        return Ok(v);
+                    }
                     Err(e) => resends.after(e).await?,
                 };
             }
