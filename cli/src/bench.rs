@@ -879,7 +879,8 @@ where
 
 /// Drain: a backlog of due entries moved to the destination, beside a bare script that
 /// moves the same number of members from a sorted set to a list (no unpacking, no
-/// Redisson list bookkeeping): the floor for this data layout.
+/// Redisson list bookkeeping; removed by rank, as delayq removes a backlog due in offer
+/// order): the floor for this data layout.
 async fn drain(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
     println!(
         "== drain ({} due entries, {}-byte values)",
@@ -936,7 +937,7 @@ async fn drain(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
             .await?;
     }
     let floor = redis::Script::new(
-        "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '+inf', 'LIMIT', 0, 1000) if #due > 0 then redis.call('RPUSH', KEYS[2], unpack(due)) redis.call('ZREM', KEYS[1], unpack(due)) end return #due",
+        "local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '+inf', 'LIMIT', 0, 1000) if #due > 0 then redis.call('RPUSH', KEYS[2], unpack(due)) redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #due - 1) end return #due",
     );
     let start = Instant::now();
     let mut moved = 0u64;

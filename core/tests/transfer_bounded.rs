@@ -577,3 +577,106 @@ async fn a_call_that_moves_a_few_entries_off_the_head_scores_no_other_entry() {
     assert_eq!(arrived, expected, "the due entries, in offer order");
     assert_eq!(llen(&mut conn, &keys.queue_list).await, 20_000);
 }
+
+/// Transfer passes until nothing is due.
+async fn drain(q: &DelayedQueue) {
+    while q.transfer_now().await.unwrap().moved > 0 {}
+}
+
+/// The members of a sorted set, lowest score first.
+async fn zrange(conn: &mut MultiplexedConnection, key: &str) -> Vec<Vec<u8>> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// A backlog due in offer order leaves the sorted set by rank (one ZREMRANGEBYRANK per run
+/// at the head of the list that is the earliest due entries): exactly the entries moved
+/// leave it, whether other due entries come due after the run's or before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backlog_due_in_offer_order_leaves_exactly_the_waiting_entries() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url()).await.unwrap();
+    let mut conn = raw(&server).await;
+    let future = 4_000_000_000_000;
+
+    // 2,500 due in offer order (three calls' worth of head runs), in groups of 100 with one
+    // due time each, offered in the reverse of the sorted set's order among equal scores;
+    // then one waiting, 50 due after all of those, one waiting.
+    let q = queue(&client, "after");
+    let keys = q.keys().clone();
+    let mut entries: Vec<(usize, i64)> = (0..2_500)
+        .map(|i| (i / 100 * 100 + 99 - i % 100, 10_000 + (i / 100) as i64))
+        .collect();
+    entries.push((2_500, future));
+    entries.extend((2_501..2_551).map(|i| (i, 20_000 + i as i64)));
+    entries.push((2_551, future + 1));
+    fill(&mut conn, &keys, &entries).await;
+    drain(&q).await;
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        stats.contains("cmdstat_zremrangebyrank"),
+        "the path under test was not taken: {stats}"
+    );
+    // Oldest due first, equal due times in offer order.
+    let expected: Vec<Vec<u8>> = entries[..2_500]
+        .iter()
+        .map(|e| e.0)
+        .chain(2_501..2_551)
+        .map(value)
+        .collect();
+    let arrived = read_list(&mut conn, &keys.destination, 0).await;
+    assert_eq!(arrived.len(), expected.len(), "every due value, once");
+    assert!(
+        arrived == expected,
+        "every due value once, oldest due first"
+    );
+    let waiting = vec![entry(2_500), entry(2_551)];
+    assert_eq!(read_list(&mut conn, &keys.queue_list, 0).await, waiting);
+    assert_eq!(zrange(&mut conn, &keys.timeout_set).await, waiting);
+
+    // 1,500 due in offer order, one waiting, then 5 due before all of them: the head's
+    // runs are due, but are not the earliest due entries.
+    let q = queue(&client, "before");
+    let keys = q.keys().clone();
+    let mut entries: Vec<(usize, i64)> = (0..1_500).map(|i| (i, 30_000 + i as i64)).collect();
+    entries.push((1_500, future));
+    entries.extend((1_501..1_506).map(|i| (i, 1_000 + i as i64)));
+    fill(&mut conn, &keys, &entries).await;
+    drain(&q).await;
+    let mut arrived = read_list(&mut conn, &keys.destination, 0).await;
+    arrived.sort();
+    let mut expected: Vec<Vec<u8>> = (0..1_500).chain(1_501..1_506).map(value).collect();
+    expected.sort();
+    assert_eq!(arrived.len(), expected.len(), "every due value, once");
+    assert!(arrived == expected, "every due value, once");
+    let waiting = vec![entry(1_500)];
+    assert_eq!(read_list(&mut conn, &keys.queue_list, 0).await, waiting);
+    assert_eq!(zrange(&mut conn, &keys.timeout_set).await, waiting);
+
+    // An entry twice at the head of the list (Redisson never writes one twice) is one
+    // member of the sorted set, not the first two.
+    let q = queue(&client, "twice");
+    let keys = q.keys().clone();
+    fill(&mut conn, &keys, &[(0, 1_000), (1, 1_001), (2, future)]).await;
+    let () = redis::cmd("LPUSH")
+        .arg(&keys.queue_list)
+        .arg(entry(0))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    drain(&q).await;
+    let arrived = read_list(&mut conn, &keys.destination, 0).await;
+    assert_eq!(arrived, vec![value(0), value(1)]);
+    let waiting = vec![entry(2)];
+    assert_eq!(read_list(&mut conn, &keys.queue_list, 0).await, waiting);
+    assert_eq!(zrange(&mut conn, &keys.timeout_set).await, waiting);
+}

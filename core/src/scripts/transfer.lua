@@ -74,11 +74,12 @@ local moved, taken, set_aside = 0, {}, 0
 -- in due order) would give them, wherever in the list each was found. `ordered` while they
 -- came in order (a backlog due in offer order, the common case, is not sorted).
 local vals, dues, ordered, removed = {}, {}, true, {}
-local function take(entry, due)
+-- `ranked`: the caller removes it from the sorted set itself, with its rank.
+local function take(entry, due, ranked)
   if taken[entry] then return end
   taken[entry] = true
   moved = moved + 1
-  removed[#removed + 1] = entry
+  if not ranked then removed[#removed + 1] = entry end
   local value = unpack_value(entry)
   if value then
     local n = #vals + 1
@@ -163,7 +164,21 @@ local function head_runs(due_count)
     while run < #window and due_of[window[run + 1]] do run = run + 1 end
     local all_due = #reply / 2 < n or n >= due_count - moved
     if run == #window or all_due then
-      for i = 1, run do take(window[i], due_of[window[i]]) end
+      -- A run that is the earliest due entries themselves (a backlog due in offer order;
+      -- equal due times in any order) is the sorted set's first `run` ranks, as nothing
+      -- taken is left unflushed here: one ZREMRANGEBYRANK removes them, where ZREM looks
+      -- up each one.
+      local first, ranked = {}, true
+      for k = 1, math.min(run, #reply / 2) do first[reply[2 * k - 1]] = true end
+      for i = 1, run do
+        if not first[window[i]] then
+          ranked = false
+          break
+        end
+        first[window[i]] = nil -- an entry twice in the list is not two ranks
+      end
+      for i = 1, run do take(window[i], due_of[window[i]], ranked) end
+      if ranked and run > 0 then redis.call('ZREMRANGEBYRANK', zset, 0, run - 1) end
     else
       local flags = due_flags(window)
       run = 0
