@@ -1236,13 +1236,25 @@ async fn memory(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// `INFO memory`'s `used_memory`, once no freeing is pending: a key that an earlier
+/// benchmark unlinked is freed in the background, and its memory going away during a
+/// measurement made the growth come out as 0.
 async fn used_memory(conn: &mut redis::aio::MultiplexedConnection) -> Result<u64> {
-    let info: String = redis::cmd("INFO").arg("memory").query_async(conn).await?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0))
+    let field = |info: &str, name: &str| -> u64 {
+        let prefix = format!("{name}:");
+        info.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let info: String = redis::cmd("INFO").arg("memory").query_async(conn).await?;
+        if field(&info, "lazyfree_pending_objects") == 0 || Instant::now() > deadline {
+            return Ok(field(&info, "used_memory"));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// `consume` throughput (one consume call, `concurrency` handlers, an empty handler) beside
