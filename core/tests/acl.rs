@@ -50,6 +50,7 @@ const COMMANDS: &[&str] = &[
     "+rename",
     "+zadd",
     "+zrem",
+    "+zremrangebyrank",
     "+zrange",
     "+zrangebyscore",
     "+zscore",
@@ -179,6 +180,48 @@ async fn the_documented_rule_runs_every_delayed_queue_operation() {
     }
     client.close();
     assert_eq!(server.cli(&["ACL", "LOG"]), "", "nothing was refused");
+}
+
+/// A user set up by the rule of an earlier release, without `+zremrangebyrank`, still
+/// moves a backlog due in offer order: those entries leave the sorted set by ZREM instead.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rule_without_zremrangebyrank_still_moves_a_backlog() {
+    let server = RedisServer::start();
+    let rule: Vec<String> = app_rule(&["orders"])
+        .into_iter()
+        .filter(|r| r != "+zremrangebyrank")
+        .collect();
+    set_user(
+        &server,
+        "app",
+        &rule.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let client = connect_as(&server, "app").await;
+    let q = client.delayed_queue_with("orders", no_scheduler()).unwrap();
+    let values: Vec<String> = (0..2_000).map(|i| format!("v{i}")).collect();
+    q.offer_all(values.iter().map(|v| (v.as_str(), Duration::ZERO)))
+        .await
+        .unwrap();
+    let mut moved = 0;
+    loop {
+        match q.transfer_now().await {
+            Ok(o) if o.moved == 0 => break,
+            Ok(o) => moved += o.moved,
+            Err(e) => panic!("{e}\nACL LOG: {}", acl_log(&server)),
+        }
+    }
+    assert_eq!(moved, 2_000);
+    assert_eq!(q.size().await.unwrap(), 0, "the sorted set is empty");
+    let mut got = std::collections::HashSet::new();
+    while let Some(v) = q.poll().await.unwrap() {
+        assert!(got.insert(v), "a value arrived twice");
+    }
+    assert_eq!(got.len(), 2_000);
+    assert!(
+        acl_log(&server).contains("zremrangebyrank"),
+        "the path under test was not taken"
+    );
+    client.close();
 }
 
 #[tokio::test(flavor = "multi_thread")]

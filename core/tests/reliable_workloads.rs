@@ -739,6 +739,12 @@ async fn dead_letters_keep_every_death_and_requeue_spares_live_ids() {
         q.offer(payload, Duration::ZERO, Some("x")).await.unwrap();
         let d = q.receive(WAIT).await.unwrap().unwrap();
         assert!(d.nack(None).await.unwrap());
+        // Each death in a millisecond of its own: dead letters come in no particular
+        // order, and they are put in order by `died_at` below (three deaths took under a
+        // millisecond on a fast machine, and the test failed 6 runs in 10 there).
+        let died = server_ms(&c).await;
+        let later = || async { server_ms(&c).await > died };
+        assert!(common::eventually(Duration::from_secs(5), later).await);
     }
     let mut dead = q.dead_letters(10).await.unwrap();
     dead.sort_by_key(|d| d.died_at);
