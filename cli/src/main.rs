@@ -425,12 +425,12 @@ async fn run(cli: Cli) -> CliResult<()> {
                                     eprintln!("delayq: {q} is now also a reliable queue: moving its due messages too");
                                 }
                                 Err(e) => {
-                                    tracing::warn!(queue = %q, error = %e, "cannot move the reliable queue")
+                                    tracing::warn!(queue = ?q, error = %delayq::logs::Escaped(&e), "cannot move the reliable queue")
                                 }
                             },
                             Ok(false) => still.push(q),
                             Err(e) => {
-                                tracing::debug!(error = %e, "cannot look for a reliable queue; trying again");
+                                tracing::debug!(error = %delayq::logs::Escaped(&e), "cannot look for a reliable queue; trying again");
                                 still.push(q);
                             }
                         }
@@ -664,7 +664,7 @@ impl Reconnects {
             return Err(e);
         }
         if !std::mem::replace(&mut self.told, true) {
-            tracing::warn!(error = %e, "lost Redis while waiting; waiting for it again");
+            tracing::warn!(error = %delayq::logs::Escaped(&e), "lost Redis while waiting; waiting for it again");
         }
         tokio::time::sleep(left.map_or(self.pause, |l| l.min(self.pause))).await;
         self.pause = (self.pause * 2).min(STOP_CHECK);

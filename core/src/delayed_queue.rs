@@ -243,7 +243,7 @@ impl DelayedQueue {
             .filter_map(|p| match codec::unpack(p) {
                 Ok((_, value)) => Some(value.to_vec()),
                 Err(e) => {
-                    tracing::warn!(queue = %Escaped(&self.name()), error = %Escaped(&e), "skipping entry in read_all");
+                    tracing::warn!(queue = ?self.name(), error = %Escaped(&e), "skipping entry in read_all");
                     None
                 }
             })
@@ -332,7 +332,7 @@ impl DelayedQueue {
                     let (mut commands, dest_back) = (commands.clone(), dest_back.clone());
                     async move {
                         if let Err(e) = give_back_to(&mut commands, &dest_back, &value).await {
-                            tracing::error!(queue = %Escaped(&dest_back), error = %Escaped(&e), "could not return a value taken by a cancelled or abandoned take");
+                            tracing::error!(queue = ?dest_back, error = %Escaped(&e), "could not return a value taken by a cancelled or abandoned take");
                         }
                     }
                 },

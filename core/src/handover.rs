@@ -59,10 +59,10 @@ impl Taken for Option<TakenValue> {
             };
             match queue.give_back(&value).await {
                 Ok(()) => {
-                    tracing::debug!(queue = %Escaped(&queue.name()), "gave back a value nobody received")
+                    tracing::debug!(queue = ?queue.name(), "gave back a value nobody received")
                 }
                 Err(e) => tracing::error!(
-                    queue = %Escaped(&queue.name()), error = %Escaped(&e),
+                    queue = ?queue.name(), error = %Escaped(&e),
                     "could not give back a value nobody received; it is lost"
                 ),
             }
@@ -103,10 +103,10 @@ impl Taken for () {
 async fn release(delivery: Delivery) {
     match delivery.release().await {
         Ok(_) => {
-            tracing::debug!(id = %Escaped(&delivery.id), "gave back a delivery nobody received")
+            tracing::debug!(id = ?delivery.id, "gave back a delivery nobody received")
         }
         Err(e) => tracing::warn!(
-            id = %Escaped(&delivery.id), error = %Escaped(&e),
+            id = ?delivery.id, error = %Escaped(&e),
             "could not give back a delivery nobody received; it returns when its lease ends"
         ),
     }

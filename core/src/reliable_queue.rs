@@ -461,7 +461,12 @@ impl Delivery {
         let ended = nacked.await.inspect(|_| self.end())?;
         if ended == Ended::Dead {
             let (queue, id, attempt) = (self.queue.name(), &self.id, self.attempt);
-            tracing::warn!(%queue, %id, attempt, "message moved to the dead letters after its last attempt");
+            tracing::warn!(
+                ?queue,
+                ?id,
+                attempt,
+                "message moved to the dead letters after its last attempt"
+            );
         }
         Ok(ended != Ended::Already)
     }
@@ -668,7 +673,7 @@ pub(crate) async fn transfer_due(
             call.invoke_async(conn).await?;
         if set_aside > 0 {
             let to = format!("{}corrupt", keys.prefix);
-            tracing::warn!(queue = %Escaped(&keys.name), count = set_aside, %to, "moved undecodable entries aside");
+            tracing::warn!(queue = ?keys.name, count = set_aside, to = ?to, "moved undecodable entries aside");
         }
         // Leases that ended on the last attempt: dead letters no nack counted.
         if buried > 0 {
@@ -707,7 +712,7 @@ pub(crate) async fn remove_idle_consumers(
         .arg(CONSUMER_IDLE_LIMIT.as_millis() as u64);
     let removed: u64 = call.invoke_async(conn).await?;
     if removed > 0 {
-        tracing::debug!(queue = %Escaped(&keys.name), removed, "removed idle consumers from the group");
+        tracing::debug!(queue = ?keys.name, removed, "removed idle consumers from the group");
     }
     Ok(removed)
 }
@@ -969,7 +974,7 @@ impl ReliableQueue {
                         pause = SHARDS_REREAD;
                     }
                     Err(e) => {
-                        tracing::debug!(queue = %Escaped(&queue.name()), error = %Escaped(&e), "could not read the settings; trying again");
+                        tracing::debug!(queue = ?queue.name(), error = %Escaped(&e), "could not read the settings; trying again");
                         pause = (pause * 2).min(SHARDS_REREAD);
                     }
                 }
@@ -993,7 +998,7 @@ impl ReliableQueue {
         else {
             return;
         };
-        tracing::info!(queue = %Escaped(&self.name()), shards = n, "the queue's number of shards changed; this handle follows");
+        tracing::info!(queue = ?self.name(), shards = n, "the queue's number of shards changed; this handle follows");
         self.set_layout(keys);
     }
 
@@ -1488,7 +1493,7 @@ impl ReliableQueue {
                 |deliveries: Vec<Delivery>| async move {
                     for delivery in deliveries {
                         if let Err(e) = delivery.release().await {
-                            tracing::warn!(queue = %Escaped(&delivery.queue.name()), error = %Escaped(&e), "could not give back an abandoned delivery; it returns after its lease ends");
+                            tracing::warn!(queue = ?delivery.queue.name(), error = %Escaped(&e), "could not give back an abandoned delivery; it returns after its lease ends");
                         }
                     }
                 },
@@ -1571,7 +1576,7 @@ impl ReliableQueue {
         );
         if lost > 0 {
             self.inner.lost_leases.fetch_add(lost, Ordering::Relaxed);
-            tracing::warn!(queue = %Escaped(&self.name()), lost, "acks found their delivery already ended (lease lost): that work may be done again");
+            tracing::warn!(queue = ?self.name(), lost, "acks found their delivery already ended (lease lost): that work may be done again");
         }
         Ok(acked)
     }
@@ -1793,7 +1798,7 @@ impl ReliableQueue {
                 let mut call = invocation_on(&keys, &scripts::RELIABLE_CONSUMERS);
                 call.arg("leave").arg(queue.inner.handle.client.consumer_name());
                 if let Err(e) = call.invoke_async::<u64>(&mut queue.commands()).await {
-                    tracing::debug!(queue = %Escaped(&queue.name()), error = %Escaped(&e), "could not leave the consumer group");
+                    tracing::debug!(queue = ?queue.name(), error = %Escaped(&e), "could not leave the consumer group");
                 }
             }
         });
@@ -1947,7 +1952,7 @@ async fn sweep_shards(
                     }
                     Err(e) if matches!(e.kind(), ErrorKind::Connection | ErrorKind::Timeout) => {
                         // The other shards go on; this one rests a while.
-                        tracing::debug!(queue = %Escaped(&queue.name()), shard, error = %Escaped(&e), "a shard could not be read; the others go on");
+                        tracing::debug!(queue = ?queue.name(), shard, error = %Escaped(&e), "a shard could not be read; the others go on");
                         queue.shard_failed(shard);
                         failed.get_or_insert(e);
                     }

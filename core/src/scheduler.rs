@@ -113,7 +113,7 @@ async fn transfer_call(
         .await?;
     if set_aside > 0 {
         // SPEC 5: never silent (the script's redis.log reaches only the server's log).
-        tracing::warn!(queue = %Escaped(&keys.destination), count = set_aside, to = %Escaped(&keys.corrupt_list), "moved undecodable entries aside");
+        tracing::warn!(queue = ?keys.destination, count = set_aside, to = ?keys.corrupt_list, "moved undecodable entries aside");
     }
     let outcome = TransferOutcome {
         moved,
@@ -306,7 +306,7 @@ async fn run(
     let wake = subscription.notify().clone();
     let mut commands = conn.commands();
     let mut backoff = Backoff::new();
-    tracing::debug!(queue = %Escaped(&job.name()), "transfer task started");
+    tracing::debug!(queue = ?job.name(), "transfer task started");
     loop {
         // A panic in a pass (a bug, or a reply we did not expect) must not end the task.
         // Closing stops a pass in flight: its script either ran whole or not at all.
@@ -325,13 +325,13 @@ async fn run(
             Ok(outcome) => {
                 backoff.reset();
                 if outcome.moved > 0 {
-                    tracing::debug!(queue = %Escaped(&job.name()), moved = outcome.moved, "moved due entries");
+                    tracing::debug!(queue = ?job.name(), moved = outcome.moved, "moved due entries");
                 }
                 match outcome.next_due {
                     // Work due that a pass left undone without doing any: no spinning.
                     Some(due) if due <= outcome.now && outcome.moved == 0 => {
                         let pause = backoff.next();
-                        tracing::debug!(queue = %Escaped(&job.name()), retry_in = ?pause, "due work left undone");
+                        tracing::debug!(queue = ?job.name(), retry_in = ?pause, "due work left undone");
                         pause
                     }
                     Some(due) => Duration::from_millis((due - outcome.now).max(0) as u64)
@@ -343,7 +343,7 @@ async fn run(
             Err(_) if token.is_cancelled() => break,
             Err(e) => {
                 let pause = backoff.next();
-                tracing::warn!(queue = %Escaped(&job.name()), error = %Escaped(&e), retry_in = ?pause, "transfer failed");
+                tracing::warn!(queue = ?job.name(), error = %Escaped(&e), retry_in = ?pause, "transfer failed");
                 pause
             }
         };
@@ -355,5 +355,5 @@ async fn run(
         }
     }
     drop(subscription);
-    tracing::debug!(queue = %Escaped(&job.name()), "transfer task stopped");
+    tracing::debug!(queue = ?job.name(), "transfer task stopped");
 }

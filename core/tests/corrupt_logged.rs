@@ -23,7 +23,7 @@ async fn corrupt_entries_failed_handlers_and_burials_are_logged_as_warnings() {
         records.lock().unwrap().iter().any(|r| {
             r.level == LogLevel::Warn
                 && r.message.contains("moved undecodable entries aside")
-                && r.message.contains(&format!("queue={queue}"))
+                && r.message.contains(&format!("queue={queue:?}"))
         })
     };
 
@@ -79,7 +79,7 @@ async fn corrupt_entries_failed_handlers_and_burials_are_logged_as_warnings() {
                 records.lock().unwrap().iter().any(|r| {
                     r.level == LogLevel::Warn
                         && r.message.contains(words)
-                        && r.message.contains(&format!("id={id}"))
+                        && r.message.contains(&format!("id={id:?}"))
                 })
             }
         }
@@ -108,7 +108,7 @@ async fn corrupt_entries_failed_handlers_and_burials_are_logged_as_warnings() {
         "x",
     ]);
     let fq = c.delayed_queue(forged).unwrap();
-    let escaped = r"queue=ev\n2026-11-27T00:00:00Z ERROR forged";
+    let escaped = r#"queue="ev\n2026-11-27T00:00:00Z ERROR forged""#;
     let logged = common::eventually(Duration::from_secs(10), || async {
         messages(&records)
             .iter()

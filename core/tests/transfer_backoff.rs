@@ -30,7 +30,7 @@ impl<S: tracing::Subscriber> Layer<S> for Failures {
         }
         let mut fields = Fields(String::new());
         event.record(&mut fields);
-        let queue = format!("queue={}", self.queue);
+        let queue = format!("queue={:?}", self.queue);
         if fields.0.contains("transfer failed") && fields.0.contains(&queue) {
             self.at.lock().unwrap().push(Instant::now());
         }

@@ -70,7 +70,7 @@ impl Acker {
         });
         if let Err(mpsc::error::SendError(delivery)) = tx.send(delivery) {
             // Only after `finish`, which runs once no worker is left.
-            tracing::warn!(queue = %Escaped(&self.queue.name()), id = %Escaped(&delivery.id), "ack after the consumer stopped; the message returns after its lease ends");
+            tracing::warn!(queue = ?self.queue.name(), id = ?delivery.id, "ack after the consumer stopped; the message returns after its lease ends");
         }
     }
 
@@ -96,13 +96,13 @@ async fn batch_acks(queue: ReliableQueue, mut rx: mpsc::UnboundedReceiver<Delive
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::Closed => after_close += batch.len(),
             Err(e) => {
-                tracing::warn!(queue = %Escaped(&queue.name()), count = batch.len(), error = %Escaped(&e), "could not ack deliveries (the acks may or may not have landed); unacked ones return after their lease ends");
+                tracing::warn!(queue = ?queue.name(), count = batch.len(), error = %Escaped(&e), "could not ack deliveries (the acks may or may not have landed); unacked ones return after their lease ends");
             }
         }
         batch.clear();
     }
     if after_close > 0 {
-        tracing::warn!(queue = %Escaped(&queue.name()), count = after_close, "handlers finished after the client was closed: their deliveries were not acked and return after their lease ends");
+        tracing::warn!(queue = ?queue.name(), count = after_close, "handlers finished after the client was closed: their deliveries were not acked and return after their lease ends");
     }
 }
 
@@ -160,7 +160,7 @@ impl Buffered {
                         Ok(true) => entry.1 = now,
                         Ok(false) => entry.2 = true,
                         Err(e) => {
-                            tracing::debug!(queue = %Escaped(&queue.name()), error = %Escaped(&e), "could not extend a prefetched delivery's lease; trying again")
+                            tracing::debug!(queue = ?queue.name(), error = %Escaped(&e), "could not extend a prefetched delivery's lease; trying again")
                         }
                     }
                 }
@@ -296,7 +296,7 @@ impl ReliableQueue {
                 }
                 Err(e) if e.kind() == ErrorKind::Closed => return Ok(()),
                 Err(e) => {
-                    tracing::warn!(queue = %Escaped(&self.name()), error = %Escaped(&e), "receive failed; retrying");
+                    tracing::warn!(queue = ?self.name(), error = %Escaped(&e), "receive failed; retrying");
                     tokio::select! {
                         _ = self.inner.stopping.cancelled() => return Ok(()),
                         _ = tokio::time::sleep(pause) => {}
@@ -407,7 +407,7 @@ impl Held {
         rx.close();
         while let Ok(d) = rx.try_recv() {
             if let Err(e) = d.release().await {
-                tracing::warn!(queue = %Escaped(&self.queue.name()), error = %Escaped(&e), "could not give back a prefetched delivery; it returns after its lease ends");
+                tracing::warn!(queue = ?self.queue.name(), error = %Escaped(&e), "could not give back a prefetched delivery; it returns after its lease ends");
             }
         }
     }
@@ -420,7 +420,7 @@ impl Held {
             for slot in &self.running {
                 let taken = slot.lock().expect("slot lock").take();
                 if let Some(d) = taken {
-                    tracing::warn!(queue = %Escaped(&name), id = %Escaped(&d.id), "delivery not settled {when} (its handler still running, or just ended); its message is given back and may be processed again");
+                    tracing::warn!(queue = ?name, id = ?d.id, "delivery not settled {when} (its handler still running, or just ended); its message is given back and may be processed again");
                     let _ = d.release().await;
                 }
             }
@@ -497,7 +497,7 @@ async fn worker<F, Fut, E>(
         if !buffered.claim(&delivery) {
             // Its lease ran out while it waited (an extension failed): the message is
             // someone else's now, or will be.
-            tracing::warn!(queue = %Escaped(&queue.name()), id = %Escaped(&delivery.id), "a prefetched delivery's lease was lost before its handler started; it is not run here");
+            tracing::warn!(queue = ?queue.name(), id = ?delivery.id, "a prefetched delivery's lease was lost before its handler started; it is not run here");
             continue;
         }
         *current.lock().expect("slot lock") = Some(delivery.clone());
@@ -513,23 +513,23 @@ async fn worker<F, Fut, E>(
             // Failed once its consume was dropped (a host cancels its handlers then): the
             // message goes back, not counted as an attempt.
             _ if dropped.is_cancelled() => {
-                tracing::debug!(queue = %Escaped(&queue.name()), id = %Escaped(&delivery.id), "handler ended without success after its consume was cancelled; its message is given back");
+                tracing::debug!(queue = ?queue.name(), id = ?delivery.id, "handler ended without success after its consume was cancelled; its message is given back");
                 delivery.release().await
             }
             Ok(Err(e)) => {
                 // The failure as the application's language prints it, a stack trace over
                 // several lines: the application's own text, not a name from outside.
-                tracing::warn!(queue = %Escaped(&queue.name()), id = %Escaped(&delivery.id), attempt = delivery.attempt, error = %e, "handler failed; nacking");
+                tracing::warn!(queue = ?queue.name(), id = ?delivery.id, attempt = delivery.attempt, error = %e, "handler failed; nacking");
                 delivery.nack(None).await
             }
             Err(_) => {
-                tracing::warn!(queue = %Escaped(&queue.name()), id = %Escaped(&delivery.id), "handler panicked; nacking");
+                tracing::warn!(queue = ?queue.name(), id = ?delivery.id, "handler panicked; nacking");
                 delivery.nack(None).await
             }
         };
         current.lock().expect("slot lock").take();
         if let Err(e) = settled {
-            tracing::warn!(queue = %Escaped(&queue.name()), id = %Escaped(&delivery.id), error = %Escaped(&e), "could not settle a delivery; it returns after its lease ends");
+            tracing::warn!(queue = ?queue.name(), id = ?delivery.id, error = %Escaped(&e), "could not settle a delivery; it returns after its lease ends");
         }
     }
 }
@@ -609,11 +609,11 @@ fn keep_leased(
                 Ok(true) => {}
                 Ok(false) if delivery.has_ended() => return, // settled by its handler
                 Ok(false) => {
-                    tracing::warn!(queue = %Escaped(&queue.name()), id = %Escaped(&delivery.id), "lease lost while its handler runs: the message may be processed again");
+                    tracing::warn!(queue = ?queue.name(), id = ?delivery.id, "lease lost while its handler runs: the message may be processed again");
                     return;
                 }
                 Err(e) => {
-                    tracing::debug!(queue = %Escaped(&queue.name()), error = %Escaped(&e), "could not extend a lease; trying again");
+                    tracing::debug!(queue = ?queue.name(), error = %Escaped(&e), "could not extend a lease; trying again");
                 }
             }
             tokio::time::sleep(every).await;
