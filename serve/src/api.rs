@@ -645,7 +645,9 @@ pub(crate) struct OfferRequest {
     id: Option<String>,
     /// POST the message to this http(s) URL when due (see docs/serve.md, webhooks). A queue
     /// holds either messages with a `callback_url` (a webhook queue) or messages without;
-    /// the first offer to an empty queue decides which (409 `conflict` otherwise).
+    /// the first offer to an empty queue decides which (409 `conflict` otherwise). The id
+    /// and the queue's name then go in request headers: one with a control character or
+    /// a space at its start or end is refused (400).
     callback_url: Option<String>,
 }
 
@@ -689,6 +691,13 @@ async fn offer(
                 return Err(ApiError::invalid(
                     "callback_url must be an http or https URL",
                 ));
+            }
+            // The queue name and the id travel in headers of every request.
+            webhook::check_header_value("the queue name", webhook::QUEUE_HEADER, &name)
+                .map_err(ApiError::invalid)?;
+            if let Some(id) = &req.id {
+                webhook::check_header_value("the id", webhook::ID_HEADER, id)
+                    .map_err(ApiError::invalid)?;
             }
             Some(url.to_string())
         }

@@ -55,6 +55,24 @@ pub const ATTEMPT_HEADER: &str = "x-delayq-attempt";
 /// Header with the Unix time (seconds) the request was signed at.
 pub const TIMESTAMP_HEADER: &str = "x-delayq-timestamp";
 
+/// Refuses a queue name or message id that a webhook request could not carry as it is in
+/// its header (`header`): a control character (a line feed, a tab, DEL) is no header
+/// value, and a space at either end is trimmed by the receiver's HTTP parser, so the
+/// signature it checks would not be the one sent. Checked when the message is offered,
+/// before anything reaches Redis: such a message could never be delivered.
+pub(crate) fn check_header_value(what: &str, header: &str, value: &str) -> Result<(), String> {
+    let control = value.chars().any(|c| c.is_ascii_control());
+    let padded = value.starts_with([' ', '\t']) || value.ends_with([' ', '\t']);
+    if control || padded {
+        return Err(format!(
+            "with callback_url, {what} goes in the request's {header} header, which cannot hold \
+             a control character (a line feed, a tab, DEL) nor keep a space at its start or end: \
+             {value:?}; offer it without those, or without callback_url"
+        ));
+    }
+    Ok(())
+}
+
 /// The hash of webhook records of queue `name`.
 pub(crate) fn record_key(name: &str) -> String {
     format!("{{dq:{name}}}:webhook")

@@ -505,9 +505,9 @@ async fn without_a_secret_requests_are_signed_with_a_random_key() {
 
 /// Queue names and message ids come from URLs, request bodies and Redis. Written into the
 /// log as they are, a line feed in one forges a record (`ev\n<timestamp> ERROR forged:
-/// line`); serve escapes them, so each record is one line.
+/// line`); serve and core write them quoted and escaped, so each record is one line.
 // The current-thread runtime runs every task of the service on this thread, so the
-// subscriber set here sees all of serve's events.
+// subscriber set here sees all of serve's and core's events.
 #[tokio::test]
 async fn names_and_ids_are_escaped_in_the_log() {
     let logs = Logs::default();
@@ -515,11 +515,13 @@ async fn names_and_ids_are_escaped_in_the_log() {
     let subscriber = tracing_subscriber::fmt()
         .with_writer(move || writer.clone())
         .with_ansi(false)
-        .with_env_filter("delayq_serve=debug")
+        .with_env_filter("delayq_serve=debug,delayq=debug")
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
     let env = Env::start(hook_config()).await;
     const FORGED: &str = "2026-11-27T00:00:00.000000Z ERROR forged: line";
+    // Webhook workers: a name and an id with a quote and a space (a line feed cannot be
+    // in either: see `ids_and_names_no_header_can_hold_are_refused_for_webhooks`).
     // An endpoint that refuses connections: the first attempt fails at once.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -528,10 +530,10 @@ async fn names_and_ids_are_escaped_in_the_log() {
     let (s, offered) = env
         .call(
             "POST",
-            "/v1/queues/ev%0A2026-11-27T00:00:00.000000Z%20ERROR%20forged:%20line/messages",
+            "/v1/queues/wq%22%C3%A9/messages",
             Some(json!({
                 "payload": "x",
-                "id": format!("id\n{FORGED}\r\n{FORGED}"),
+                "id": "id \"q\" é",
                 "callback_url": format!("http://{closed}/"),
             })),
         )
@@ -541,27 +543,109 @@ async fn names_and_ids_are_escaped_in_the_log() {
         logs.text().contains("webhook attempt failed").then_some(())
     })
     .await;
+    // A plain queue whose message dies at its first nack: core's warning names both.
+    let forged_queue = "/v1/queues/ev%0A2026-11-27T00:00:00.000000Z%20ERROR%20forged:%20line";
+    let (s, stored) = env
+        .call(
+            "PUT",
+            &format!("{forged_queue}/settings"),
+            Some(json!({"max_attempts": 1})),
+        )
+        .await;
+    assert_eq!(s, 200, "{stored}");
+    let (s, offered) = env
+        .call(
+            "POST",
+            &format!("{forged_queue}/messages"),
+            Some(json!({"payload": "x", "id": format!("id\n{FORGED}\r\n{FORGED}")})),
+        )
+        .await;
+    assert_eq!(s, 201, "{offered}");
+    let (s, got) = env
+        .call(
+            "POST",
+            &format!("{forged_queue}/receive"),
+            Some(json!({"wait_ms": 5000})),
+        )
+        .await;
+    assert_eq!(s, 200, "{got}");
+    let delivery = got["deliveries"][0]["delivery_id"].as_str().unwrap();
+    let (s, n) = env
+        .call(
+            "POST",
+            &format!("{forged_queue}/deliveries/{delivery}/nack"),
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{n}");
     env.stop().await;
     let log = logs.text();
-    // Both events name the queue, the second the id too, escaped.
+    let line = |what: &str| {
+        let found = log.lines().find(|l| l.contains(what));
+        found.unwrap_or_else(|| panic!("no {what:?} line in\n{log}"))
+    };
+    let (hook_queue, hook_id) = (r#"queue="wq\"é""#, r#"id="id \"q\" é""#);
+    assert!(line("delivering to webhooks").contains(hook_queue), "{log}");
+    let failed = line("webhook attempt failed");
+    assert!(
+        failed.contains(hook_queue) && failed.contains(hook_id),
+        "{failed}"
+    );
     let queue = format!(r#"queue="ev\n{FORGED}""#);
     let id = format!(r#"id="id\n{FORGED}\r\n{FORGED}""#);
-    let started = log
-        .lines()
-        .find(|l| l.contains("delivering to webhooks"))
-        .unwrap_or_else(|| panic!("no 'delivering to webhooks' line in\n{log}"));
-    assert!(started.contains(&queue), "{started}");
-    let failed = log
-        .lines()
-        .find(|l| l.contains("webhook attempt failed"))
-        .unwrap();
-    assert!(failed.contains(&queue) && failed.contains(&id), "{failed}");
+    let buried = line("moved to the dead letters after its last attempt");
+    assert!(buried.contains(&queue) && buried.contains(&id), "{buried}");
     for line in log.lines() {
         assert!(
             !line.starts_with(FORGED) && !line.contains('\r'),
             "a forged line in the log:\n{log}"
         );
     }
+}
+
+/// A webhook request carries the message's id and its queue's name in headers: an id or a
+/// name that no header can hold as it is (a control character; a space at either end,
+/// which the receiver's parser trims, so that its signature would not verify) could never
+/// be delivered. Such an offer is refused with nothing stored; without `callback_url` the
+/// same id is a message like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_and_names_no_header_can_hold_are_refused_for_webhooks() {
+    let env = Env::start(hook_config()).await;
+    let url = "http://127.0.0.1:9/";
+    for (queue, id) in [
+        ("hq", "nl\nid"),
+        ("hq", "ctl\u{1}id"),
+        ("hq", "del\u{7f}"),
+        ("hq", "tab\tid"),
+        ("hq", " lead"),
+        ("hq", "trail "),
+        ("nl%0Aq", "fine"),
+        ("%20lead", "fine"),
+    ] {
+        let body = json!({"payload": "a", "id": id, "callback_url": url});
+        let (s, e) = env
+            .call("POST", &format!("/v1/queues/{queue}/messages"), Some(body))
+            .await;
+        assert_eq!(
+            (s, e["error"]["kind"].as_str()),
+            (400, Some("invalid_argument")),
+            "{queue} {id:?}: {e}"
+        );
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains("header"),
+            "{e}"
+        );
+        assert_eq!(env.keys(), Vec::<String>::new(), "{queue} {id:?}");
+    }
+    let (s, o) = env
+        .call(
+            "POST",
+            "/v1/queues/hq/messages",
+            Some(json!({"payload": "a", "id": "nl\nid"})),
+        )
+        .await;
+    assert_eq!((s, o["created"].as_bool()), (201, Some(true)), "{o}");
+    env.stop().await;
 }
 
 /// A webhook queue whose number of shards changes through `PUT .../settings` keeps being
