@@ -11,11 +11,11 @@
 //! nothing enters Python while the interpreter exits.
 
 use std::future::Future;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use delayq::handover::{Claim, Handover, Plain, Taken, TakenValue};
-use delayq::host::{blocking::poll_for_holding_signals, wakeup::Wakeup};
+use delayq::host::{blocking::poll_for_holding_signals, wakeup::Wakeup, ProcessRuntime};
 use pyo3::call::PyCallArgs;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -32,14 +32,15 @@ const SLICE: Duration = Duration::from_millis(50);
 /// What a native call returns.
 pub type R = PyResult<Py<PyAny>>;
 
-/// The runtime of every client. No runtime thread ever enters Python.
+/// The runtime of every client of this process (a forked child builds its own). No
+/// runtime thread ever enters Python.
 pub fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    static RUNTIME: ProcessRuntime = ProcessRuntime::new(|| {
         let mut rt = tokio::runtime::Builder::new_multi_thread();
         let rt = rt.enable_all().thread_name("delayq").build();
         rt.expect("cannot start the delayq runtime")
     });
-    &RUNTIME
+    RUNTIME.get()
 }
 
 /// An object of the Python layer, `delayq._api.<name>(*args)` (a data class, a Delivery).

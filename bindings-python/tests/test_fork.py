@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 PROGRAM = textwrap.dedent(
     """
     import os, sys, time, warnings, delayq
@@ -16,7 +18,9 @@ PROGRAM = textwrap.dedent(
     warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads running
     url, name = sys.argv[1], sys.argv[2]
     client = delayq.Client(url)
-    q = client.delayed_queue(name, scheduler=False)
+    # With its transfer task, a request of that task may be in flight at the fork: the
+    # child must not wait for it (no thread of the child would ever end it).
+    q = client.delayed_queue(name, scheduler=sys.argv[3] == "scheduler")
     q.offer(b"before", 1)  # the main thread's own connection is open now
 
     def offers(delay):
@@ -49,10 +53,11 @@ PROGRAM = textwrap.dedent(
 )
 
 
-def test_a_forked_child_opens_connections_of_its_own(url: str, name: str) -> None:
+@pytest.mark.parametrize("scheduler", ["scheduler", "no-scheduler"])
+def test_a_forked_child_opens_connections_of_its_own(url: str, name: str, scheduler: str) -> None:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     done = subprocess.run(
-        [sys.executable, "-c", PROGRAM, url, name],
+        [sys.executable, "-c", PROGRAM, url, name, scheduler],
         capture_output=True,
         text=True,
         timeout=60,
@@ -60,3 +65,64 @@ def test_a_forked_child_opens_connections_of_its_own(url: str, name: str) -> Non
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "parent wrong 0 child wrong 0\nstored 601\n", done.stderr
+
+
+NEW_CLIENT_IN_CHILD = textwrap.dedent(
+    """
+    import os, sys, time, warnings, delayq
+
+    warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads running
+    url, name = sys.argv[1], sys.argv[2]
+    client = delayq.Client(url)
+    q = client.delayed_queue(name, scheduler=sys.argv[3] == "scheduler")
+    q.offer(b"before", 0)
+    for round in range(5):
+        pid = os.fork()
+        if pid == 0:
+            # The child's own client: a runtime, connections and a transfer task of its own.
+            with delayq.Client(url) as mine:
+                child_q = mine.delayed_queue(name + "-child")
+                mine_id = mine.reliable_queue(name + "-rq").offer(b"job", 0)
+                child_q.offer(b"child", 0.05)
+                got = child_q.take(timeout=10)
+                # ... and the parent's client, beside it.
+                q.offer(b"from-child", 0)
+            os._exit(0 if got == b"child" and mine_id else 1)
+        # The parent goes on with its own client meanwhile.
+        for _ in range(100):
+            q.offer(b"parent", 0)
+        deadline = time.time() + 30
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.time() > deadline:
+                os.kill(pid, 9)
+                sys.exit("the child hung")
+            time.sleep(0.01)
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.exit(f"the child failed: {status}")
+    q.offer(b"after", 0)
+    print("done")
+    """
+)
+
+
+@pytest.mark.parametrize("scheduler", ["scheduler", "no-scheduler"])
+def test_a_new_client_in_a_forked_child_works_and_the_parent_goes_on(
+    url: str, name: str, scheduler: str
+) -> None:
+    """A child forked from a process with a client makes a client of its own (a
+    pre-forking server's worker): it runs on a runtime of the child's, and nothing of the
+    parent's runtime is touched (its I/O driver's epoll instance is shared with the child:
+    a socket registered there by the child broke the parent's driver, which aborted)."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run(
+        [sys.executable, "-c", NEW_CLIENT_IN_CHILD, url, name, scheduler],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith("done\n"), done.stdout + done.stderr

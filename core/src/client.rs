@@ -97,6 +97,7 @@ impl Client {
     pub async fn connect_with(opts: ClientOptions) -> Result<Client> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::invalid("Client::connect must run inside a tokio runtime"))?;
+        crate::scripts::make_all();
         let target = opts
             .urls
             .iter()

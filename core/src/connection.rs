@@ -278,20 +278,21 @@ fn mask_user_info(url: &str) -> String {
     }
 }
 
-/// `msg` (a Redis client's error about `url`) with every value of the URL's user-info and
-/// query replaced by `***`: redis-rs quotes a value it could not read (`?protocol=`).
-fn scrub(msg: &str, url: &str) -> String {
-    let mut values: Vec<String> = Vec::new();
-    if let Ok(u) = url::Url::parse(url) {
-        values.extend(u.query_pairs().map(|(_, v)| v.into_owned()));
-        values.push(u.username().to_owned());
-        values.extend(u.password().map(str::to_owned));
+/// A redis-rs error about a URL, without its detail: redis-rs quotes there a value it
+/// could not read (`Invalid protocol version - InvalidClientConfig: <the value>`), which
+/// may be a secret put in the wrong place. (Replacing the URL's secret values wherever they
+/// appear in the text would show them by where `***` lands: a password `password` turns
+/// a word of the message into `***`.)
+fn without_detail(e: &redis::RedisError) -> String {
+    let text = e.to_string();
+    match e.detail() {
+        Some(detail) => match text.strip_suffix(detail).and_then(|t| t.strip_suffix(": ")) {
+            Some(head) => format!("{head} (the value is not shown)"),
+            None => "redis-rs could not read it (its message, which quotes a value, is not shown)"
+                .to_owned(),
+        },
+        None => text,
     }
-    values.retain(|v| !v.is_empty());
-    values.sort_by_key(|v| std::cmp::Reverse(v.len())); // a value inside another: longest first
-    values
-        .iter()
-        .fold(msg.to_owned(), |m, v| m.replace(v.as_str(), "***"))
 }
 
 /// Whether `value` is one that the harmless parameter `key` takes: any other value may be
@@ -386,12 +387,12 @@ fn install_tls_provider() {
 /// refused rather than ignored (a misspelt `?db=` would write to database 0).
 fn connection_info(url: &str) -> Result<redis::ConnectionInfo> {
     const UNKNOWN_PARAM: &str =
-        "unknown query parameter (known: db, username, password, protocol, insecure)";
-    let bad = |why: &dyn std::fmt::Display| {
-        let why = scrub(&why.to_string(), url);
-        Error::invalid(format!("bad Redis URL {}: {why}", redact_url(url)))
-    };
-    let info = url.into_connection_info().map_err(|e| bad(&e))?;
+        "unknown query parameter (known: db, username or user, password or pass, protocol, insecure)";
+    // (`why` is delayq's own text or redis-rs's without its detail: no value of the URL.)
+    let bad = |why: &str| Error::invalid(format!("bad Redis URL {}: {why}", redact_url(url)));
+    let info = url
+        .into_connection_info()
+        .map_err(|e| bad(&without_detail(&e)))?;
     let parsed = match url::Url::parse(url) {
         Ok(u) if matches!(u.scheme(), "redis" | "rediss" | "redis+unix" | "unix") => u,
         _ => return Ok(info.set_tcp_settings(tcp_settings())),
@@ -404,15 +405,15 @@ fn connection_info(url: &str) -> Result<redis::ConnectionInfo> {
         redis = match key.as_ref() {
             "db" => match value.parse::<i64>() {
                 Ok(db) if in_path && db != redis.db() => {
-                    return Err(bad(&"two database numbers, in the path and in ?db="))
+                    return Err(bad("two database numbers, in the path and in ?db="))
                 }
                 Ok(db) => redis.set_db(db),
-                Err(_) => return Err(bad(&"db must be a database number")),
+                Err(_) => return Err(bad("db must be a database number")),
             },
             "username" | "user" => redis.set_username(value),
             "password" | "pass" => redis.set_password(value),
             "protocol" | "insecure" => redis,
-            _ => return Err(bad(&UNKNOWN_PARAM)),
+            _ => return Err(bad(UNKNOWN_PARAM)),
         };
     }
     Ok(info
@@ -509,7 +510,7 @@ fn parse_sentinel_url(url: &str) -> Result<SentinelUrl> {
             "password" | "pass" => password = Some(value.into_owned()),
             _ => {
                 return Err(bad(
-                    "unknown query parameter (known: db, username, password)",
+                    "unknown query parameter (known: db, username or user, password or pass)",
                 ))
             }
         }
@@ -682,6 +683,9 @@ impl Checked {
 #[derive(Clone)]
 struct Shared {
     generation: u64,
+    /// `host::forks()` when it was opened: in a process forked since, its task and socket
+    /// are the parent's (no thread of the child runs the task), so it is not used there.
+    forks: u64,
     conn: MultiplexedConnection,
     /// Set once, by [`Reconnecting::discard`], to when the request that got no reply was sent.
     silent_since: tokio::sync::watch::Receiver<Option<Instant>>,
@@ -721,20 +725,34 @@ struct ReconnectState {
     failed: Option<Error>,
 }
 
+impl ReconnectState {
+    /// The shared connection, unless there is none or it is one of the process this one
+    /// was forked from: that one is forgotten (not dropped: nothing of the parent's is
+    /// touched here) and the caller opens another.
+    fn live(&mut self) -> Option<Shared> {
+        if self.conn.as_ref()?.forks != crate::host::forks() {
+            std::mem::forget(self.conn.take());
+            std::mem::forget(self.silent.take());
+            return None;
+        }
+        self.conn.clone()
+    }
+}
+
 impl Reconnecting {
     async fn get(&self) -> Result<Shared> {
         let seen = {
-            let s = self.state.lock().expect("connection state");
-            if let Some(c) = &s.conn {
-                return Ok(c.clone());
+            let mut s = self.state.lock().expect("connection state");
+            if let Some(c) = s.live() {
+                return Ok(c);
             }
             s.generation
         };
         let _one = self.connecting.lock().await;
         {
-            let s = self.state.lock().expect("connection state");
-            if let Some(c) = &s.conn {
-                return Ok(c.clone());
+            let mut s = self.state.lock().expect("connection state");
+            if let Some(c) = s.live() {
+                return Ok(c);
             }
             if s.generation != seen {
                 if let Some(e) = &s.failed {
@@ -752,6 +770,7 @@ impl Reconnecting {
                 let generation = s.generation;
                 let shared = Shared {
                     generation,
+                    forks: crate::host::forks(),
                     conn,
                     silent_since,
                 };
@@ -1106,7 +1125,9 @@ pub(crate) struct Connection {
     /// For dedicated cluster connections: no response time limit of redis-rs's own (the
     /// caller's deadline covers a blocking command).
     cluster: Option<ClusterClient>,
-    pool: Arc<Mutex<Vec<Dedicated>>>,
+    /// Idle dedicated connections, and `host::forks()` when they were opened (those of a
+    /// parent process are forgotten in a forked child, as the shared one is).
+    pool: Arc<Mutex<(u64, Vec<Dedicated>)>>,
     opts: Arc<ClientOptions>,
 }
 
@@ -1256,7 +1277,7 @@ impl Connection {
             commands,
             nodes,
             cluster,
-            pool: Arc::new(Mutex::new(Vec::new())),
+            pool: Arc::new(Mutex::new((crate::host::forks(), Vec::new()))),
             opts: Arc::new(opts),
         };
         if conn.opts.durability.as_ref().is_some_and(|d| d.aof) {
@@ -1351,7 +1372,7 @@ impl Connection {
     /// A connection for one blocking command: from the pool, or new (connecting within
     /// `limit` at most).
     pub(crate) async fn dedicated(&self, limit: Duration) -> Result<Dedicated> {
-        if let Some(c) = self.pool.lock().expect("pool lock").pop() {
+        if let Some(c) = self.pooled() {
             return Ok(c);
         }
         let limit = limit.min(self.opts.connect_timeout);
@@ -1367,17 +1388,33 @@ impl Connection {
         }
     }
 
+    /// An idle dedicated connection of this process, if any.
+    fn pooled(&self) -> Option<Dedicated> {
+        let mut pool = self.pool.lock().expect("pool lock");
+        let forks = crate::host::forks();
+        if pool.0 != forks {
+            std::mem::forget(std::mem::take(&mut pool.1));
+            pool.0 = forks;
+        }
+        pool.1.pop()
+    }
+
     /// Gives a healthy dedicated connection back to the pool.
     pub(crate) fn release(&self, conn: Dedicated) {
         let mut pool = self.pool.lock().expect("pool lock");
-        if pool.len() < POOL_MAX_IDLE {
-            pool.push(conn);
+        let forks = crate::host::forks();
+        if pool.0 != forks {
+            std::mem::forget(std::mem::take(&mut pool.1));
+            pool.0 = forks;
+        }
+        if pool.1.len() < POOL_MAX_IDLE {
+            pool.1.push(conn);
         }
     }
 
     /// Drops every connection this handle holds (on close).
     pub(crate) fn close(&self) {
-        self.pool.lock().expect("pool lock").clear();
+        self.pool.lock().expect("pool lock").1.clear();
         if let Commands::Single(r) = &self.commands {
             r.close();
         }
@@ -1573,6 +1610,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(!e.contains("S3CRETPW"), "{e}");
+        assert!(e.contains("Invalid protocol version"), "{e}");
+        // A secret that is also a word of the message changes nothing in it: where `***`
+        // landed would show the secret.
+        let known = "(known: db, username or user, password or pass, protocol, insecure)";
+        for url in [
+            "redis://x:password@h:1/0?token=1",
+            "redis://user:db@h:1/0?token=1",
+            "rediss://known:insecure@h:1/0?token=protocol",
+        ] {
+            let e = connection_info(url).unwrap_err().to_string();
+            assert!(
+                e.ends_with(&format!("unknown query parameter {known}")),
+                "{url} -> {e}"
+            );
+        }
         for url in ["redis:u:pw@h:1", "redis:/h:1", "redis+sentinel:h:1/m"] {
             let e = check_url(url).unwrap_err().to_string();
             assert!(e.contains("must be followed by //"), "{url} -> {e}");

@@ -134,7 +134,9 @@ impl From<redis::RedisError> for Error {
             return Error::Timeout(msg);
         }
         if e.is_io_error()
-            || e.code() == Some("NOAUTH") // no password given to a server that wants one
+            // No password given to a server that wants one; a wrong one, answered to a
+            // RESP3 `HELLO 3 AUTH` as a plain reply (RESP2's AUTH is AuthenticationFailed).
+            || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
             || e.is_connection_dropped()
             || e.is_connection_refusal()
             || e.is_unrecoverable_error()

@@ -167,11 +167,13 @@ impl<T: Taken> Unclaimed for Shared<T> {
 
 /// The handovers that may hold something, weakly: a host whose caller objects are never
 /// freed (an asyncio task left on a loop closed without cancelling it) would keep what
-/// they took until the process ends, and then lose it.
-static LIVE: Mutex<Vec<std::sync::Weak<dyn Unclaimed>>> = Mutex::new(Vec::new());
+/// they took until the process ends, and then lose it. Per process: a forked child gives
+/// back nothing of its parent's (and a lock its parent held at the fork stays there).
+type Live = Mutex<Vec<std::sync::Weak<dyn Unclaimed>>>;
+static LIVE: crate::process::PerProcess<Live> = crate::process::PerProcess::new(Live::default);
 
 fn register(shared: std::sync::Weak<dyn Unclaimed>) {
-    let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut live = LIVE.get().lock().unwrap_or_else(PoisonError::into_inner);
     // Forget the ended ones now and then: the list stays about as long as the live ones.
     if live.len() >= 64 && live.len().is_power_of_two() {
         live.retain(|h| h.strong_count() > 0);
@@ -184,6 +186,7 @@ fn register(shared: std::sync::Weak<dyn Unclaimed>) {
 /// runtime for it at exit).
 pub fn any_started() -> bool {
     !LIVE
+        .get()
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .is_empty()
@@ -192,7 +195,7 @@ pub fn any_started() -> bool {
 /// Gives back what every handover still holds unclaimed, waiting up to `limit`: for a host
 /// that exits (its callers will claim nothing now). A later claim finds [`Claim::Ended`].
 pub async fn give_back_unclaimed(limit: Duration) {
-    let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(PoisonError::into_inner));
+    let live = std::mem::take(&mut *LIVE.get().lock().unwrap_or_else(PoisonError::into_inner));
     let backs: Vec<BoxFuture> = (live.iter())
         .filter_map(|h| h.upgrade()?.take_unclaimed())
         .collect();

@@ -163,14 +163,15 @@ pub fn shard_tag(name: &str, shard: u32, shards: u32) -> String {
     // The search costs up to thousands of CRC16s a shard at 1024 shards, and every handle
     // asks for every tag several times: each is found once per process.
     type Found = std::collections::HashMap<(String, u32, u32), String>;
-    static FOUND: std::sync::LazyLock<std::sync::Mutex<Found>> =
-        std::sync::LazyLock::new(Default::default);
+    // (Per process: a child forked while a thread of its parent held the lock would wait.)
+    static FOUND: crate::process::PerProcess<std::sync::Mutex<Found>> =
+        crate::process::PerProcess::new(Default::default);
     let key = (name.to_owned(), shard, shards);
-    if let Some(tag) = FOUND.lock().expect("shard tags").get(&key) {
+    if let Some(tag) = FOUND.get().lock().expect("shard tags").get(&key) {
         return tag.clone();
     }
     let tag = search_shard_tag(name, shard, shards);
-    let mut found = FOUND.lock().expect("shard tags");
+    let mut found = FOUND.get().lock().expect("shard tags");
     if found.len() >= 100_000 {
         found.clear(); // a process that names that many shards finds them again
     }

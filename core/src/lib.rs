@@ -30,6 +30,7 @@ pub mod host;
 pub mod keys;
 pub mod logs;
 pub mod metrics;
+pub mod process;
 mod pubsub;
 pub mod random;
 mod reliable_queue;

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// Upper bounds (seconds) of the lateness histogram's buckets: from the due time to the
@@ -136,15 +136,18 @@ impl QueueCounters {
 /// counting an event allocates nothing once the queue has counters).
 type Registry = RwLock<[HashMap<String, Arc<QueueCounters>>; 2]>;
 
-static QUEUES: LazyLock<Registry> = LazyLock::new(Default::default);
+/// Per process: a child forked while a thread of its parent held the lock would wait forever.
+static QUEUES: crate::process::PerProcess<Registry> =
+    crate::process::PerProcess::new(Registry::default);
 static CONNECTION_ERRORS: AtomicU64 = AtomicU64::new(0);
 static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
 
 fn counters(kind: QueueKind, name: &str) -> Arc<QueueCounters> {
-    if let Some(c) = QUEUES.read().unwrap_or_else(|e| e.into_inner())[kind as usize].get(name) {
+    if let Some(c) = QUEUES.get().read().unwrap_or_else(|e| e.into_inner())[kind as usize].get(name)
+    {
         return c.clone();
     }
-    QUEUES.write().unwrap_or_else(|e| e.into_inner())[kind as usize]
+    QUEUES.get().write().unwrap_or_else(|e| e.into_inner())[kind as usize]
         .entry(name.to_owned())
         .or_insert_with(|| Arc::new(QueueCounters::new()))
         .clone()
@@ -267,7 +270,7 @@ impl Snapshot {
 
 /// Reads every counter of this process.
 pub fn snapshot() -> Snapshot {
-    let maps = QUEUES.read().unwrap_or_else(|e| e.into_inner());
+    let maps = QUEUES.get().read().unwrap_or_else(|e| e.into_inner());
     let kinds = [QueueKind::Delayed, QueueKind::Reliable];
     let mut queues: Vec<QueueSnapshot> = kinds
         .iter()

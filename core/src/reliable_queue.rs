@@ -68,7 +68,7 @@ fn wheel_arg(levels: &[(u64, u64)]) -> Arc<str> {
         .into()
 }
 
-static DEFAULT_WHEEL: LazyLock<Arc<str>> = LazyLock::new(|| wheel_arg(&WHEEL_LEVELS));
+pub(crate) static DEFAULT_WHEEL: LazyLock<Arc<str>> = LazyLock::new(|| wheel_arg(&WHEEL_LEVELS));
 static WHEEL_OVERRIDES: LazyLock<Mutex<HashMap<String, Arc<str>>>> =
     LazyLock::new(Default::default);
 static WHEEL_OVERRIDDEN: AtomicBool = AtomicBool::new(false);

@@ -51,6 +51,34 @@ reliable_script!(RELIABLE_SETTINGS, "reliable_settings.lua");
 reliable_script!(RELIABLE_LEASE, "reliable_lease.lua");
 reliable_script!(RELIABLE_CONSUMERS, "reliable_consumers.lua");
 
+/// Makes every script (and the default wheel levels) now, on the thread that makes a
+/// client, before any task of it runs: a process forked while another thread was making
+/// one (a transfer task's first pass) found it being made forever in the child, whose
+/// first transfer pass hung.
+pub(crate) fn make_all() {
+    for script in [
+        &OFFER,
+        &TRANSFER,
+        &CONTAINS,
+        &REMOVE,
+        &CLEAR,
+        &RELIABLE_OFFER,
+        &RELIABLE_TRANSFER,
+        &RELIABLE_ACK,
+        &RELIABLE_NACK,
+        &RELIABLE_CANCEL,
+        &RELIABLE_RESCHEDULE,
+        &RELIABLE_STATS,
+        &RELIABLE_DEAD,
+        &RELIABLE_SETTINGS,
+        &RELIABLE_LEASE,
+        &RELIABLE_CONSUMERS,
+    ] {
+        LazyLock::force(script);
+    }
+    LazyLock::force(&crate::reliable_queue::DEFAULT_WHEEL);
+}
+
 /// The source of the offer script, for benchmarks that run it through `redis-benchmark`.
 pub fn offer_script_source() -> String {
     assemble(

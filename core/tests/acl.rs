@@ -349,6 +349,21 @@ async fn a_user_without_the_rule_gets_noperm_server_errors() {
     .await
     .expect_err("wrong password refused");
     assert!(!err.to_string().contains(PASSWORD), "{err}");
+    // A wrong password is a `connection` error naming the server, over RESP2 (redis-rs's
+    // AUTH) as over RESP3 (HELLO ... AUTH, whose WRONGPASS is a plain server reply).
+    for protocol in ["resp2", "resp3"] {
+        let url = format!(
+            "redis://app:wrong-{PASSWORD}@127.0.0.1:{}/?protocol={protocol}",
+            server.port
+        );
+        let err = Client::connect(&url)
+            .await
+            .expect_err("wrong password refused");
+        let text = err.to_string();
+        assert_eq!(err.kind(), ErrorKind::Connection, "{protocol}: {text}");
+        assert!(text.contains("connecting to"), "{protocol}: {text}");
+        assert!(!text.contains(PASSWORD), "{protocol}: {text}");
+    }
 }
 
 fn no_scheduler() -> delayq::SchedulerOptions {

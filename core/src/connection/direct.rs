@@ -56,6 +56,9 @@ struct Own {
 pub(super) struct Owner {
     closed: Arc<AtomicBool>,
     in_flight: AtomicUsize,
+    /// `random::forks()` when it was made: in a process forked since, `in_flight` may
+    /// count requests of the parent's threads, which never end here.
+    forks: u64,
 }
 
 /// A request counted in flight until dropped.
@@ -72,6 +75,7 @@ impl Owner {
         Owner {
             closed: Arc::new(AtomicBool::new(false)),
             in_flight: AtomicUsize::new(0),
+            forks: crate::random::forks(),
         }
     }
 
@@ -90,7 +94,11 @@ impl Owner {
     /// a connection each gave fewer offers a second in most rounds).
     pub(super) fn start(&self) -> (bool, InFlight<'_>) {
         let others = self.in_flight.fetch_add(1, Ordering::AcqRel);
-        (active() && others == 0, InFlight(&self.in_flight))
+        let forked = self.forks != crate::random::forks();
+        (
+            active() && (others == 0 || forked),
+            InFlight(&self.in_flight),
+        )
     }
 
     /// Takes this thread's connection out (None: there is none yet), dropping the
