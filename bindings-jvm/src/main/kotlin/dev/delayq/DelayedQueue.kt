@@ -128,8 +128,13 @@ class DelayedQueue internal constructor(private val ffi: FfiDelayedQueue) : Auto
             CompletableFuture.failedFuture(e)
         }
 
-    /** [offerAsync] of a UTF-8 string value. */
-    fun offerAsync(value: String, delay: Duration): CompletableFuture<Long> = offerAsync(Bridge.utf8(value), delay)
+    /** [offerAsync] of a UTF-8 string value (one that UTF-8 cannot hold fails the future, as any bad argument). */
+    fun offerAsync(value: String, delay: Duration): CompletableFuture<Long> =
+        try {
+            offerAsync(Bridge.utf8(value), delay)
+        } catch (e: DelayqException) {
+            CompletableFuture.failedFuture(e)
+        }
 
     /** [offerAll] without blocking. */
     fun offerAllAsync(entries: List<Offer>): CompletableFuture<List<Long>> = Bridge.future { coroutines.offerAll(entries) }

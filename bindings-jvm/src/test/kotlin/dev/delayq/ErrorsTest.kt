@@ -62,6 +62,11 @@ class ErrorsTest {
             client.delayedQueue(name).use { queue ->
                 assertThrows<InvalidArgumentException> { queue.offer(lone, Duration.ZERO) }
                 assertThrows<InvalidArgumentException> { queue.contains(lone) }
+                // An async call fails its future, whichever argument is bad.
+                for (bad in listOf(queue.offerAsync(lone, Duration.ZERO), queue.offerAsync("x", Duration.ofSeconds(-1)))) {
+                    val e = assertThrows<java.util.concurrent.ExecutionException> { bad.get() }
+                    assertTrue(e.cause is InvalidArgumentException, "${e.cause}")
+                }
             }
             assertThrows<InvalidArgumentException> { client.delayedQueue("q$lone") }
             assertNothingStored(redis, name)
