@@ -69,13 +69,29 @@ def test_a_forked_child_opens_connections_of_its_own(url: str, name: str, schedu
 
 NEW_CLIENT_IN_CHILD = textwrap.dedent(
     """
-    import os, sys, time, warnings, delayq
+    import logging, os, sys, time, warnings, delayq, redis
 
     warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads running
     url, name = sys.argv[1], sys.argv[2]
     client = delayq.Client(url)
     q = client.delayed_queue(name, scheduler=sys.argv[3] == "scheduler")
     q.offer(b"before", 0)
+
+    def transfer_failure_logged(mine):
+        records = []
+        handler = logging.Handler()
+        handler.emit = records.append
+        logging.getLogger("delayq").addHandler(handler)
+        redis.Redis.from_url(url).set(name + "-wrong", "a string")
+        wrong = mine.delayed_queue(name + "-wrong")  # its transfer task fails
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if any("transfer failed" in r.getMessage() for r in records):
+                return True
+            time.sleep(0.01)
+        wrong.close()
+        return False
+
     for round in range(5):
         pid = os.fork()
         if pid == 0:
@@ -87,7 +103,9 @@ NEW_CLIENT_IN_CHILD = textwrap.dedent(
                 got = child_q.take(timeout=10)
                 # ... and the parent's client, beside it.
                 q.offer(b"from-child", 0)
-            os._exit(0 if got == b"child" and mine_id else 1)
+                # Core's logs reach the child's `logging` (a thread of the child's own).
+                logged = round > 0 or transfer_failure_logged(mine)
+            os._exit(0 if got == b"child" and mine_id and logged else 1)
         # The parent goes on with its own client meanwhile.
         for _ in range(100):
             q.offer(b"parent", 0)

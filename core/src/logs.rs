@@ -117,7 +117,25 @@ impl std::str::FromStr for LogLevel {
 /// The most detailed level forwarded (a `LogLevel` as u8; 0: none).
 static MAX_LEVEL: AtomicU8 = AtomicU8::new(LogLevel::Warn as u8);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
-static SENDER: OnceLock<mpsc::SyncSender<LogRecord>> = OnceLock::new();
+/// Where the forwarder hands records: the host's, set once.
+static SINK: OnceLock<Box<dyn Fn(LogRecord) + Send + Sync>> = OnceLock::new();
+/// The channel to this process's `delayq-logs` thread, started at the first record: a
+/// forked child starts its own (its parent's thread is not there).
+static CHANNEL: crate::process::PerProcess<Option<mpsc::SyncSender<LogRecord>>> =
+    crate::process::PerProcess::new(start_sink_thread);
+
+fn start_sink_thread() -> Option<mpsc::SyncSender<LogRecord>> {
+    let sink = SINK.get()?;
+    let (tx, rx) = mpsc::sync_channel::<LogRecord>(QUEUE_LIMIT);
+    let spawned = std::thread::Builder::new()
+        .name("delayq-logs".into())
+        .spawn(move || {
+            for record in rx {
+                sink(record);
+            }
+        });
+    spawned.ok().map(|_| tx)
+}
 
 /// Sets the most detailed level forwarded (default [`LogLevel::Warn`]); `None` forwards
 /// nothing. Cheap: call it whenever the host's logger level may have changed.
@@ -144,25 +162,14 @@ pub fn dropped() -> u64 {
 
 /// Installs the process-wide forwarder: every `tracing` event of delayq (and of the
 /// crates it uses) at [`max_level`] or more severe goes to `sink`, on the `delayq-logs`
-/// thread. Returns false, installing nothing, when a forwarder or another global
-/// `tracing` subscriber is installed already.
-pub fn forward(sink: impl Fn(LogRecord) + Send + 'static) -> bool {
-    let (tx, rx) = mpsc::sync_channel::<LogRecord>(QUEUE_LIMIT);
-    if SENDER.set(tx).is_err() {
+/// thread of the process (a forked child starts its own). Returns false, installing
+/// nothing, when a forwarder or another global `tracing` subscriber is installed already.
+pub fn forward(sink: impl Fn(LogRecord) + Send + Sync + 'static) -> bool {
+    if SINK.set(Box::new(sink)).is_err() {
         return false;
     }
     let subscriber = tracing_subscriber::registry().with(Forwarder);
-    if tracing::subscriber::set_global_default(subscriber).is_err() {
-        return false;
-    }
-    let spawned = std::thread::Builder::new()
-        .name("delayq-logs".into())
-        .spawn(move || {
-            for record in rx {
-                sink(record);
-            }
-        });
-    spawned.is_ok()
+    tracing::subscriber::set_global_default(subscriber).is_ok()
 }
 
 /// The `tracing` layer that queues events for the sink.
@@ -182,7 +189,7 @@ impl<S: Subscriber> Layer<S> for Forwarder {
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let Some(tx) = SENDER.get() else { return };
+        let Some(tx) = CHANNEL.get() else { return };
         let mut text = Text::default();
         event.record(&mut text);
         let record = LogRecord {
