@@ -96,15 +96,18 @@ function toBuffer(value, what = 'value') {
 }
 
 // Milliseconds and counts may be bigints; the native side takes numbers. Every valid value
-// converts exactly, and one beyond 64 bits becomes the largest finite number of its sign,
-// which core's checks refuse as too large (or negative) as a bigint that large is; an
-// infinity would read "must be a finite number" of a bigint, which always is.
+// converts exactly. One beyond 64 bits fits no native integer: a positive one is refused
+// here, naming it (as a number it would read as 1.8e308), and a negative one becomes the
+// most negative number, which core refuses as negative, as it refuses any.
 const I64 = 2n ** 63n;
-const fromBigint = (n) => (n >= I64 ? Number.MAX_VALUE : n < -I64 ? -Number.MAX_VALUE : Number(n));
+const fromBigint = (n, what) => {
+  if (n >= I64) throw invalid(`${what} of ${n} overflows: it is beyond 64 bits`);
+  return n < -I64 ? -Number.MAX_VALUE : Number(n);
+};
 
 function toDelay(ms, what = 'delayMs') {
   if (typeof ms === 'number') return ms;
-  if (typeof ms === 'bigint') return fromBigint(ms);
+  if (typeof ms === 'bigint') return fromBigint(ms, what);
   throw invalid(`${what} must be a number or bigint of milliseconds, not ${ms === null ? 'null' : typeof ms}`);
 }
 
@@ -328,7 +331,7 @@ function offerOptions(idOrOptions) {
 /** A count: a number or a bigint (core checks the value). */
 function toCount(n, what) {
   if (typeof n === 'number') return n;
-  if (typeof n === 'bigint') return fromBigint(n);
+  if (typeof n === 'bigint') return fromBigint(n, what);
   throw invalid(`${what} must be a number or bigint, not ${typeName(n)}`);
 }
 

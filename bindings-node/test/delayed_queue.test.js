@@ -156,6 +156,10 @@ test('milliseconds may be bigint: take, values and the reconcile interval', asyn
   }
   // A bigint beyond 64 bits is too large (or negative), never "not finite".
   await assert.rejects(q.offer('x', 2n ** 64n - 1n), (e) => /overflows/.test(e.message) && !/finite/.test(e.message));
+  // ... and the message names it, not the largest number.
+  for (const [call, what] of [[() => q.offer('x', 10n ** 30n), 'delayMs'], [() => q.take(2n ** 64n), 'timeoutMs']]) {
+    await assert.rejects(call, (e) => e.code === 'ERR_DELAYQ_INVALID_ARGUMENT' && e.message.includes(what) && /of \d{20,} overflows/.test(e.message) && !/e\+308/.test(e.message));
+  }
   await assert.rejects(q.offer('x', -(2n ** 64n)), (e) => /must not be negative/.test(e.message));
   for (const ms of [-1, NaN, '5', {}]) {
     assert.throws(() => client.delayedQueue(queueName(), { reconcileIntervalMs: ms }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `reconcileIntervalMs: ${String(ms)}`);
