@@ -76,6 +76,7 @@ calls! { Client(c) {
     fn delayed_queue(&self, name: Obj<'_>, scheduler: Obj<'_>, reconcile_interval: Obj<'_>) -> PyResult<DelayedQueue> {
         let name = convert::string(&name, "name")?;
         let opts = self::scheduler(scheduler, reconcile_interval)?;
+        let _in = crate::runtime::runtime().enter(); // its transfer task's runtime
         Ok(DelayedQueue(self.0.delayed_queue_with(&name, opts).map_err(to_py)?))
     }
 
@@ -93,6 +94,7 @@ calls! { Client(c) {
             scheduler: self::scheduler(scheduler, reconcile_interval)?,
         };
         let name = convert::string(&name, "name")?;
+        let _in = crate::runtime::runtime().enter();
         Ok(ReliableQueue(self.0.reliable_queue(&name, opts).map_err(to_py)?))
     }
 

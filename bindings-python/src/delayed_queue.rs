@@ -60,6 +60,7 @@ impl TakeIter {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Vec<u8>>> {
+        let _in = crate::runtime::runtime().enter();
         let taken = claim_blocking(py, Handover::take(&self.0, self.1))?;
         Ok(taken.map(|t| t.value))
     }

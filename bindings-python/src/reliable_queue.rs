@@ -159,6 +159,7 @@ calls! { ReliableQueue(q) {
     /// event loop when awaited.
     fn consume(&self, py: Python<'_>, aio: Aio<'_>, handler: Py<PyAny>, concurrency: Obj<'_>) -> R {
         let concurrency = count(&concurrency, "concurrency")?;
+        let _in = crate::runtime::runtime().enter();
         let (q, handler) = (self.0.clone(), Arc::new(handler));
         if let Some(completer) = &aio {
             // The loop runs each handler as a task and reports its outcome.
@@ -205,6 +206,7 @@ impl ReceiveIter {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<MadeDelivery>> {
+        let _in = crate::runtime::runtime().enter();
         let received = claim_blocking(py, Handover::receive(&self.0, self.1))?;
         Ok(received.map(delivery))
     }

@@ -147,6 +147,7 @@ macro_rules! calls {
         impl $ty {
             $(#[allow(clippy::too_many_arguments, reason = "the Python signature's")]
             fn $name(&self, py: Python<'_>, aio: $crate::runtime::Aio<'_> $(, $arg: $argty)*) -> $crate::runtime::R {
+                let _in = $crate::runtime::runtime().enter(); // (core spawns there in a forked child)
                 let $q = self.0.clone();
                 $crate::runtime::run(py, aio, $call)
             })*

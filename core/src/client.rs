@@ -70,7 +70,9 @@ pub struct Client {
 
 pub(crate) struct ClientInner {
     pub(crate) conn: Connection,
-    pub(crate) runtime: tokio::runtime::Handle,
+    /// The runtime it was made on (see [`Client::runtime`]), and `host::forks()` then.
+    runtime: tokio::runtime::Handle,
+    forks: u64,
     pub(crate) token: CancellationToken,
     consumer: String,
     pub(crate) subscriber: Subscriber,
@@ -86,6 +88,17 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// The runtime the client's tasks run on: the one it was made on, or, in a process
+    /// forked since (where no thread runs that one), the runtime of the caller, if any.
+    pub(crate) fn runtime(&self) -> tokio::runtime::Handle {
+        if self.inner.forks != crate::host::forks() {
+            if let Ok(current) = tokio::runtime::Handle::try_current() {
+                return current;
+            }
+        }
+        self.inner.runtime.clone()
+    }
+
     /// Connects to the Redis server at `url` (`redis://[user:pass@]host:port/db`,
     /// `rediss://` for TLS, `redis+unix:///path`). Must be called inside a tokio runtime;
     /// queue handles run their background tasks on that runtime.
@@ -113,6 +126,7 @@ impl Client {
             inner: Arc::new(ClientInner {
                 conn,
                 runtime,
+                forks: crate::host::forks(),
                 token,
                 subscriber,
                 consumer: format!("delayq-{:016x}", crate::random::random::<u64>()),
@@ -191,7 +205,7 @@ impl Client {
         }
         let channel = job.channel().to_owned();
         let guard = scheduler::spawn(
-            &self.inner.runtime,
+            &self.runtime(),
             self.inner.conn.clone(),
             &self.inner.subscriber,
             job,

@@ -119,7 +119,7 @@ impl DelayedQueue {
     }
 
     /// The runtime the client's tasks run on.
-    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+    pub(crate) fn runtime(&self) -> tokio::runtime::Handle {
         self.inner.handle.runtime()
     }
 

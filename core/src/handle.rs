@@ -59,8 +59,8 @@ impl Handle {
     }
 
     /// The runtime that the client's background tasks run on.
-    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
-        &self.client.inner.runtime
+    pub(crate) fn runtime(&self) -> tokio::runtime::Handle {
+        self.client.runtime()
     }
 
     pub(crate) fn commands(&self) -> impl ConnectionLike + Send + Clone + 'static {
@@ -133,7 +133,7 @@ impl Handle {
         let give_back = Arc::new(give_back);
         let task_give_back = give_back.clone();
         let token = self.token.clone();
-        self.client.inner.runtime.spawn(async move {
+        self.runtime().spawn(async move {
             let mut tx = tx;
             let reply = wait_in_chunks(
                 what,
@@ -154,7 +154,7 @@ impl Handle {
         let mut receiving = Receiving {
             rx,
             give_back,
-            runtime: self.client.inner.runtime.clone(),
+            runtime: self.runtime(),
         };
         let closed = || {
             self.client.check_open()?;

@@ -747,7 +747,7 @@ impl ReliableQueue {
     }
 
     /// The runtime the client's tasks run on.
-    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+    pub(crate) fn runtime(&self) -> tokio::runtime::Handle {
         self.inner.handle.runtime()
     }
 

@@ -56,8 +56,8 @@ pub const ATTEMPT_HEADER: &str = "x-delayq-attempt";
 pub const TIMESTAMP_HEADER: &str = "x-delayq-timestamp";
 
 /// Refuses a queue name or message id that a webhook request could not carry as it is in
-/// its header (`header`): a control character (a line feed, a tab, DEL) is no header
-/// value, and a space at either end is trimmed by the receiver's HTTP parser, so the
+/// its header (`header`): a line feed or DEL is no header value (a tab may be one, but is
+/// refused with them), and a space at either end is trimmed by the receiver's parser, so the
 /// signature it checks would not be the one sent. Checked when the message is offered,
 /// before anything reaches Redis: such a message could never be delivered.
 pub(crate) fn check_header_value(what: &str, header: &str, value: &str) -> Result<(), String> {
@@ -66,7 +66,8 @@ pub(crate) fn check_header_value(what: &str, header: &str, value: &str) -> Resul
     if control || padded {
         return Err(format!(
             "with callback_url, {what} goes in the request's {header} header, which cannot hold \
-             a control character (a line feed, a tab, DEL) nor keep a space at its start or end: \
+             a control character (a line feed, DEL; a tab is refused too) nor keep a space at \
+             its start or end: \
              {value:?}; offer it without those, or without callback_url"
         ));
     }

@@ -543,41 +543,6 @@ async fn names_and_ids_are_escaped_in_the_log() {
         logs.text().contains("webhook attempt failed").then_some(())
     })
     .await;
-    // A plain queue whose message dies at its first nack: core's warning names both.
-    let forged_queue = "/v1/queues/ev%0A2026-11-27T00:00:00.000000Z%20ERROR%20forged:%20line";
-    let (s, stored) = env
-        .call(
-            "PUT",
-            &format!("{forged_queue}/settings"),
-            Some(json!({"max_attempts": 1})),
-        )
-        .await;
-    assert_eq!(s, 200, "{stored}");
-    let (s, offered) = env
-        .call(
-            "POST",
-            &format!("{forged_queue}/messages"),
-            Some(json!({"payload": "x", "id": format!("id\n{FORGED}\r\n{FORGED}")})),
-        )
-        .await;
-    assert_eq!(s, 201, "{offered}");
-    let (s, got) = env
-        .call(
-            "POST",
-            &format!("{forged_queue}/receive"),
-            Some(json!({"wait_ms": 5000})),
-        )
-        .await;
-    assert_eq!(s, 200, "{got}");
-    let delivery = got["deliveries"][0]["delivery_id"].as_str().unwrap();
-    let (s, n) = env
-        .call(
-            "POST",
-            &format!("{forged_queue}/deliveries/{delivery}/nack"),
-            None,
-        )
-        .await;
-    assert_eq!(s, 200, "{n}");
     env.stop().await;
     let log = logs.text();
     let line = |what: &str| {
@@ -591,10 +556,6 @@ async fn names_and_ids_are_escaped_in_the_log() {
         failed.contains(hook_queue) && failed.contains(hook_id),
         "{failed}"
     );
-    let queue = format!(r#"queue="ev\n{FORGED}""#);
-    let id = format!(r#"id="id\n{FORGED}\r\n{FORGED}""#);
-    let buried = line("moved to the dead letters after its last attempt");
-    assert!(buried.contains(&queue) && buried.contains(&id), "{buried}");
     for line in log.lines() {
         assert!(
             !line.starts_with(FORGED) && !line.contains('\r'),

@@ -37,10 +37,31 @@ struct State {
 }
 
 /// The gate between core's threads and a host that is exiting. See the module docs; a
-/// binding keeps one in a `static`.
+/// binding keeps one in a `static`. Its state is per process: a forked child starts with
+/// an open gate, nothing counted in and no clients to close (its parent's threads in
+/// blocking calls at the fork are not in the child, and would hold its exit forever).
 pub struct ExitGate {
+    inner: crate::process::PerProcess<Inner>,
+}
+
+struct Inner {
     state: Mutex<State>,
     left: Condvar,
+}
+
+impl Inner {
+    fn new() -> Inner {
+        Inner {
+            state: Mutex::new(State {
+                closed_by: None,
+                inside: 0,
+                entered: Vec::new(),
+                closers: BTreeMap::new(),
+                next: 0,
+            }),
+            left: Condvar::new(),
+        }
+    }
 }
 
 impl Default for ExitGate {
@@ -53,19 +74,18 @@ impl ExitGate {
     /// An open gate.
     pub const fn new() -> Self {
         ExitGate {
-            state: Mutex::new(State {
-                closed_by: None,
-                inside: 0,
-                entered: Vec::new(),
-                closers: BTreeMap::new(),
-                next: 0,
-            }),
-            left: Condvar::new(),
+            inner: crate::process::PerProcess::new(Inner::new),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'static, State> {
+        let inner = self.inner.get();
+        inner.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tells [`wait_until_left`](Self::wait_until_left) that a thread left.
+    fn left(&self) -> &'static Condvar {
+        &self.inner.get().left
     }
 
     /// Counts the calling thread in (listed as entered when `entered`), unless closed.
@@ -163,7 +183,7 @@ impl ExitGate {
         let mut state = self.lock();
         while state.inside > 0 {
             state = self
-                .left
+                .left()
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
         }
@@ -179,14 +199,15 @@ struct Inside<'g> {
 impl Drop for Inside<'_> {
     fn drop(&mut self) {
         let mut state = self.gate.lock();
-        state.inside -= 1;
+        // (Saturating: a thread counted in before a fork leaves in the child too.)
+        state.inside = state.inside.saturating_sub(1);
         if let Some(me) = self.entered {
             if let Some(at) = state.entered.iter().rposition(|t| *t == me) {
                 state.entered.swap_remove(at);
             }
         }
         if state.inside == 0 {
-            self.gate.left.notify_all();
+            self.gate.left().notify_all();
         }
     }
 }
