@@ -150,3 +150,51 @@ def test_a_new_client_in_a_forked_child_works_and_the_parent_goes_on(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.endswith("done\n"), done.stdout + done.stderr
+
+
+EXIT_IN_CHILD = textwrap.dedent(
+    """
+    import os, sys, threading, time, warnings, delayq
+
+    warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads running
+    url, name = sys.argv[1], sys.argv[2]
+    client = delayq.Client(url)
+    q = client.delayed_queue(name)
+    # A thread of the parent waits in a blocking take while the process forks.
+    waiting = threading.Thread(target=q.take, kwargs={"timeout": 10}, daemon=True)
+    waiting.start()
+    time.sleep(0.2)
+    pid = os.fork()
+    if pid == 0:
+        # The child exits as any program does (its exit hook runs): that thread is not
+        # here, and nothing may wait for it.
+        delayq.Client(url).delayed_queue(name + "-child").offer(b"x", 0)
+        sys.exit(0)
+    deadline = time.time() + 20
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.time() > deadline:
+            os.kill(pid, 9)
+            sys.exit("the child hung at exit")
+        time.sleep(0.01)
+    q.offer(b"wake", 0)
+    waiting.join(10)
+    print("child exit", os.waitstatus_to_exitcode(status))
+    """
+)
+
+
+def test_a_forked_child_exits_while_a_parent_thread_waits(url: str, name: str) -> None:
+    """The exit hook waits for the blocking calls of this process's threads only."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_IN_CHILD, url, name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "child exit 0\n", done.stdout + done.stderr
