@@ -9,7 +9,8 @@
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// A value made on first use in each process: in a process forked since it was made,
-/// another is made. No lock is taken to find or replace it.
+/// another is made. No lock is taken to find or replace it, so threads that ask at once
+/// for the first time may each make one: one is kept, the others are dropped unused.
 pub struct PerProcess<T: 'static> {
     make: fn() -> T,
     /// `(forks when made, the value)`, leaked.

@@ -57,7 +57,8 @@ pub(super) struct Owner {
     closed: Arc<AtomicBool>,
     in_flight: AtomicUsize,
     /// `random::forks()` when it was made: in a process forked since, `in_flight` may
-    /// count requests of the parent's threads, which never end here.
+    /// count requests of the parent's threads, which never end here, so a forked child's
+    /// requests all go direct (a reset of the count would race with its first requests).
     forks: u64,
 }
 
