@@ -198,3 +198,60 @@ def test_a_forked_child_exits_while_a_parent_thread_waits(url: str, name: str) -
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "child exit 0\n", done.stdout + done.stderr
+
+
+BUSY_PARENT = textwrap.dedent(
+    """
+    import os, sys, threading, time, warnings, delayq
+
+    warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads running
+    url, name = sys.argv[1], sys.argv[2]
+    client = delayq.Client(url)
+    q = client.delayed_queue(name, scheduler=False)
+    stop = False
+
+    def offering():
+        while not stop:
+            q.offer(b"parent", 3600)
+
+    threads = [threading.Thread(target=offering, daemon=True) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    for _ in range(5):
+        # The parent's threads have offers in flight on this handle as it forks.
+        pid = os.fork()
+        if pid == 0:
+            for _ in range(20):
+                q.offer(b"child", 3600)
+            os._exit(0)
+        deadline = time.time() + 20
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.time() > deadline:
+                os.kill(pid, 9)
+                sys.exit("the child hung offering")
+            time.sleep(0.01)
+    stop = True
+    for t in threads:
+        t.join(10)
+    print("done")
+    """
+)
+
+
+def test_a_child_offers_on_a_handle_its_parent_was_offering_on(url: str, name: str) -> None:
+    """Offers in flight on a handle when the process forks are the parent's: the child's
+    offers on that handle do not wait for them."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run(
+        [sys.executable, "-c", BUSY_PARENT, url, name],
+        capture_output=True,
+        text=True,
+        timeout=150,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "done\n", done.stdout + done.stderr

@@ -641,7 +641,7 @@ struct Reconnecting {
     response_timeout: Duration,
     state: Mutex<ReconnectState>,
     /// Held while connecting, so that many callers make one connection.
-    connecting: tokio::sync::Mutex<()>,
+    connecting: crate::process::OneAtATime,
     /// The connections of threads that make their requests themselves (`direct`).
     own: direct::Owner,
     /// When the shared connection last answered, in ms since `born` (see [`CHECK_IDLE`]).
@@ -1260,7 +1260,7 @@ impl Connection {
                 connect_timeout: opts.connect_timeout,
                 response_timeout: opts.response_timeout,
                 state: Mutex::new(ReconnectState::default()),
-                connecting: tokio::sync::Mutex::new(()),
+                connecting: Default::default(),
                 own: direct::Owner::new(),
                 answered_ms: AtomicU64::new(0),
                 born: std::time::Instant::now(),

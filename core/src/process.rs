@@ -51,3 +51,31 @@ impl<T: Send + Sync + 'static> PerProcess<T> {
         }
     }
 }
+
+/// A lock held around work that awaits Redis (one connect, one first read of a queue's
+/// settings), so that callers at once share one attempt. A task of the parent may have
+/// held it at the fork, and no thread of the child would ever release it: in a process
+/// forked since it was made, it is not taken (those callers each make their own attempt).
+pub(crate) struct OneAtATime {
+    lock: tokio::sync::Mutex<()>,
+    made_at: u64,
+}
+
+impl Default for OneAtATime {
+    fn default() -> Self {
+        OneAtATime {
+            lock: tokio::sync::Mutex::new(()),
+            made_at: crate::random::forks(),
+        }
+    }
+}
+
+impl OneAtATime {
+    /// Waits for the lock; None (at once) in a process forked since it was made.
+    pub(crate) async fn lock(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        if self.made_at != crate::random::forks() {
+            return None;
+        }
+        Some(self.lock.lock().await)
+    }
+}

@@ -535,7 +535,7 @@ struct QueueInner {
     /// The stored settings, read (or created) by the handle's first call.
     settings: OnceCell<ReliableSettings>,
     /// Held by the one call reading the settings for the first time.
-    settings_reading: tokio::sync::Mutex<()>,
+    settings_reading: crate::process::OneAtATime,
     /// Failed first readings so far, and the last one's error: a call that waited for a
     /// reading that failed gets its error rather than trying again itself. (Each waiter
     /// trying in turn made N callers on a silent link wait N connect timeouts.)

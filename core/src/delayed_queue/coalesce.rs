@@ -50,6 +50,10 @@ struct State {
     /// Whether a caller or a task holds the sending role (and so has a call in flight, or
     /// is about to). The holder sends what waits before giving the role up.
     sending: bool,
+    /// `random::forks()` when `waiting` and `sending` were last set: in a process forked
+    /// since, they are the parent's offers and senders, which no thread of the child
+    /// serves or ends, so they are forgotten there.
+    forks: u64,
 }
 
 struct Waiting {
@@ -84,7 +88,14 @@ impl Coalescer {
     fn lock(&self) -> MutexGuard<'_, State> {
         // Nothing panics while the lock is held, so the state is consistent even if a
         // panic elsewhere poisoned it.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let forks = crate::random::forks();
+        if state.forks != forks {
+            // (Forgotten, not dropped: their replies are the parent's callers'.)
+            std::mem::forget(std::mem::take(&mut state.waiting));
+            (state.sending, state.forks) = (false, forks);
+        }
+        state
     }
 
     /// Takes the sending role and the next batch, if nobody holds the role.
