@@ -82,6 +82,11 @@ NEW_CLIENT_IN_CHILD = textwrap.dedent(
     client = delayq.Client(url)
     q = client.delayed_queue(name, scheduler=sys.argv[3] == "scheduler")
     q.offer(b"before", 0)
+    try:  # a connection error of the parent's, which no child counts
+        delayq.Client("redis://127.0.0.1:1")
+    except delayq.ConnectionError:
+        pass
+    assert delayq.metrics()["connection_errors"] > 0
 
     def transfer_failure_logged(mine):
         records = []
@@ -111,7 +116,8 @@ NEW_CLIENT_IN_CHILD = textwrap.dedent(
                 q.offer(b"from-child", 0)
                 # Core's logs reach the child's `logging` (a thread of the child's own).
                 logged = round > 0 or transfer_failure_logged(mine)
-            os._exit(0 if got == b"child" and mine_id and logged else 1)
+            counted = delayq.metrics()["connection_errors"] == 0
+            os._exit(0 if got == b"child" and mine_id and logged and counted else 1)
         # The parent goes on with its own client meanwhile.
         for _ in range(100):
             q.offer(b"parent", 0)

@@ -139,8 +139,14 @@ type Registry = RwLock<[HashMap<String, Arc<QueueCounters>>; 2]>;
 /// Per process: a child forked while a thread of its parent held the lock would wait forever.
 static QUEUES: crate::process::PerProcess<Registry> =
     crate::process::PerProcess::new(Registry::default);
-static CONNECTION_ERRORS: AtomicU64 = AtomicU64::new(0);
-static TIMEOUTS: AtomicU64 = AtomicU64::new(0);
+/// Errors of kind connection and timeout (per process: a forked child counts its own).
+#[derive(Default)]
+struct ErrorCounts {
+    connection: AtomicU64,
+    timeouts: AtomicU64,
+}
+static ERRORS: crate::process::PerProcess<ErrorCounts> =
+    crate::process::PerProcess::new(ErrorCounts::default);
 
 fn counters(kind: QueueKind, name: &str) -> Arc<QueueCounters> {
     if let Some(c) = QUEUES.get().read().unwrap_or_else(|e| e.into_inner())[kind as usize].get(name)
@@ -203,9 +209,9 @@ pub(crate) fn record_transfer(kind: QueueKind, name: &str, took: Duration) {
 /// Counts an error of kind connection or timeout that core saw.
 pub(crate) fn record_connection_error(timeout: bool) {
     if timeout {
-        TIMEOUTS.fetch_add(1, Ordering::Relaxed);
+        ERRORS.get().timeouts.fetch_add(1, Ordering::Relaxed);
     } else {
-        CONNECTION_ERRORS.fetch_add(1, Ordering::Relaxed);
+        ERRORS.get().connection.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -292,8 +298,8 @@ pub fn snapshot() -> Snapshot {
     queues.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     Snapshot {
         queues,
-        connection_errors: CONNECTION_ERRORS.load(Ordering::Relaxed),
-        timeouts: TIMEOUTS.load(Ordering::Relaxed),
+        connection_errors: ERRORS.get().connection.load(Ordering::Relaxed),
+        timeouts: ERRORS.get().timeouts.load(Ordering::Relaxed),
     }
 }
 
