@@ -2,31 +2,10 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{config, until, Env};
-
-/// The log lines, as text.
-#[derive(Clone, Default)]
-struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
+use support::{config, until, Env, Logs};
 
 /// Queue names and message ids come from URLs, request bodies and Redis. Written into the
 /// log as they are, a line feed in one forges a record (`ev\n<timestamp> ERROR forged:

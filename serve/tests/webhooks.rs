@@ -12,7 +12,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::json;
-use support::{config, until, Env};
+use support::{config, until, Env, Logs};
 use tokio::sync::mpsc;
 
 const SECRET: &str = "whsec-test";
@@ -406,26 +406,6 @@ async fn the_server_says_whether_webhook_signatures_can_be_verified() {
     assert_eq!(info["webhook_signing"], false, "{info}");
     assert_eq!(info["webhooks"], true, "{info}");
     random.stop().await;
-}
-
-/// The log lines of the current thread, as text.
-#[derive(Clone, Default)]
-struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
 }
 
 /// Without `DELAYQ_WEBHOOK_SECRET` every request is signed all the same, with a random key
