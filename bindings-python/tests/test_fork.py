@@ -11,7 +11,22 @@ import textwrap
 
 import pytest
 
-PROGRAM = textwrap.dedent(
+# Each program's way to wait for its child: the exit status, or the program ends with
+# `hung` once `seconds` passed (the child is killed).
+WAIT_FOR = """
+def wait_for(pid, seconds, hung):
+    deadline = time.time() + seconds
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.time() > deadline:
+            os.kill(pid, 9)
+            sys.exit(hung)
+        time.sleep(0.01)
+"""
+
+PROGRAM = WAIT_FOR + textwrap.dedent(
     """
     import os, sys, time, warnings, delayq
 
@@ -44,15 +59,7 @@ PROGRAM = textwrap.dedent(
             wrong += 1
         os._exit(min(wrong, 100))
     wrong = offers(3_600)
-    deadline = time.time() + 30
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.time() > deadline:
-            os.kill(pid, 9)
-            sys.exit("the child hung")
-        time.sleep(0.01)
+    status = wait_for(pid, 30, "the child hung")
     print("parent wrong", wrong, "child wrong", os.waitstatus_to_exitcode(status))
     print("stored", q.size())
     """
@@ -73,7 +80,7 @@ def test_a_forked_child_opens_connections_of_its_own(url: str, name: str, schedu
     assert done.stdout == "parent wrong 0 child wrong 0\nstored 601\n", done.stderr
 
 
-NEW_CLIENT_IN_CHILD = textwrap.dedent(
+NEW_CLIENT_IN_CHILD = WAIT_FOR + textwrap.dedent(
     """
     import logging, os, sys, time, warnings, delayq, redis
 
@@ -121,15 +128,7 @@ NEW_CLIENT_IN_CHILD = textwrap.dedent(
         # The parent goes on with its own client meanwhile.
         for _ in range(100):
             q.offer(b"parent", 0)
-        deadline = time.time() + 30
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.time() > deadline:
-                os.kill(pid, 9)
-                sys.exit("the child hung")
-            time.sleep(0.01)
+        status = wait_for(pid, 30, "the child hung")
         if os.waitstatus_to_exitcode(status) != 0:
             sys.exit(f"the child failed: {status}")
     q.offer(b"after", 0)
@@ -158,7 +157,7 @@ def test_a_new_client_in_a_forked_child_works_and_the_parent_goes_on(
     assert done.stdout.endswith("done\n"), done.stdout + done.stderr
 
 
-EXIT_IN_CHILD = textwrap.dedent(
+EXIT_IN_CHILD = WAIT_FOR + textwrap.dedent(
     """
     import os, sys, threading, time, warnings, delayq
 
@@ -176,15 +175,7 @@ EXIT_IN_CHILD = textwrap.dedent(
         # here, and nothing may wait for it.
         delayq.Client(url).delayed_queue(name + "-child").offer(b"x", 0)
         sys.exit(0)
-    deadline = time.time() + 20
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.time() > deadline:
-            os.kill(pid, 9)
-            sys.exit("the child hung at exit")
-        time.sleep(0.01)
+    status = wait_for(pid, 20, "the child hung at exit")
     q.offer(b"wake", 0)
     waiting.join(10)
     print("child exit", os.waitstatus_to_exitcode(status))
@@ -206,7 +197,7 @@ def test_a_forked_child_exits_while_a_parent_thread_waits(url: str, name: str) -
     assert done.stdout == "child exit 0\n", done.stdout + done.stderr
 
 
-BUSY_PARENT = textwrap.dedent(
+BUSY_PARENT = WAIT_FOR + textwrap.dedent(
     """
     import os, sys, threading, time, warnings, delayq
 
@@ -231,15 +222,7 @@ BUSY_PARENT = textwrap.dedent(
             for _ in range(20):
                 q.offer(b"child", 3600)
             os._exit(0)
-        deadline = time.time() + 20
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.time() > deadline:
-                os.kill(pid, 9)
-                sys.exit("the child hung offering")
-            time.sleep(0.01)
+        status = wait_for(pid, 20, "the child hung offering")
     stop = True
     for t in threads:
         t.join(10)
