@@ -9,7 +9,7 @@ use crate::connection::{ClientOptions, Connection};
 use crate::delayed_queue::DelayedQueue;
 use crate::error::{Error, Result};
 use crate::handle::CALL_MARGIN;
-use crate::keys::{DelayedKeys, ReliableKeys};
+use crate::keys::{DelayedKeys, QueueOfKey, ReliableKeys};
 use crate::pubsub::Subscriber;
 use crate::reliable_queue::{ReliableQueue, ReliableQueueOptions};
 use crate::scheduler::{self, Job, SchedulerGuard, SchedulerOptions};
@@ -59,6 +59,15 @@ fn naming_target(e: Error, target: &str) -> Error {
         Error::Timeout(m) => Error::Timeout(format!("{m} (connecting to {target})")),
         other => other,
     }
+}
+
+/// The queues [`Client::scan_queues`] found, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FoundQueues {
+    /// Reliable queues.
+    pub reliable: std::collections::BTreeSet<String>,
+    /// Redisson-compatible delayed queues.
+    pub delayed: std::collections::BTreeSet<String>,
 }
 
 /// A connection to Redis (one server or a cluster). Cheap to clone; clones share the
@@ -225,6 +234,28 @@ impl Client {
         let mut exists = redis::cmd("EXISTS");
         exists.arg(keys.settings()).arg(&keys.script_keys()[..]);
         Ok(self.query::<u64>(&exists).await? > 0)
+    }
+
+    /// The queues that have keys in Redis: reliable queues by their keys (a shard's name
+    /// the sharded queue), delayed queues by Redisson's timeout set. It `SCAN`s every key
+    /// of the server, or of every master of a cluster (at most a million per node): for
+    /// tools that list queues (`delayq serve` every 30 s), not for a hot path.
+    pub async fn scan_queues(&self) -> Result<FoundQueues> {
+        self.check_open()?;
+        let mut found = FoundQueues::default();
+        self.inner
+            .conn
+            .scan("*", 1000, |keys| {
+                for key in keys {
+                    match crate::keys::queue_of_key(&key) {
+                        Some(QueueOfKey::Reliable(name)) => found.reliable.insert(name.to_owned()),
+                        Some(QueueOfKey::Delayed(name)) => found.delayed.insert(name.to_owned()),
+                        None => false,
+                    };
+                }
+            })
+            .await?;
+        Ok(found)
     }
 
     /// The Redis server's clock in Unix milliseconds (the clock due times are based on).

@@ -23,7 +23,7 @@
 //! requests are resent only when they did not run (`cluster.rs`).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,6 +44,7 @@ use cluster::ClusterCommands;
 
 mod cluster;
 mod direct;
+mod topology;
 pub(crate) use direct::{holding_signals, on_this_thread, Bounded, Indirect};
 
 /// Certificates for `rediss://` connections. Files are PEM.
@@ -349,7 +350,7 @@ fn check_url(url: &str) -> Result<()> {
     };
     if url.split(',').skip(1).any(joined) {
         return Err(Error::invalid(format!(
-            "bad Redis URL {}: several seed URLs of a cluster go in a list, one URL per item",
+            "bad Redis URL {}: several seed URLs of a cluster go in a list, one URL per item (the delayq command takes them comma-separated with --cluster)",
             redact_url(url)
         )));
     }
@@ -557,12 +558,12 @@ fn sentinel_client(
     Ok(tokio::sync::Mutex::new(b.build().map_err(bad)?))
 }
 
-/// Where new connections go: one server, the current master of a Sentinel group, or
-/// (for pub/sub only) the seed nodes of a cluster, in turn.
+/// Where new connections go: one server, the current master of a Sentinel group, or the
+/// nodes of a cluster (for pub/sub, each in turn).
 enum Nodes {
     Single(redis::Client),
     Sentinel(tokio::sync::Mutex<SentinelClient>),
-    Seeds(Vec<redis::Client>, AtomicUsize),
+    Cluster(Box<topology::ClusterNodes>),
 }
 
 impl Nodes {
@@ -584,17 +585,16 @@ impl Nodes {
                         e => e,
                     })
             }
-            Nodes::Seeds(seeds, next) => {
-                let i = next.load(Ordering::Relaxed) % seeds.len();
-                Ok(seeds[i].clone())
-            }
+            Nodes::Cluster(nodes) => Ok(nodes.pubsub()),
         }
     }
 
-    /// After a failed connection: use the next seed next time.
-    fn rotate(&self) {
-        if let Nodes::Seeds(_, next) = self {
-            next.fetch_add(1, Ordering::Relaxed);
+    /// After a failed connection: use the next node of a cluster next time, and ask the
+    /// cluster for its nodes (those it had may all be gone).
+    async fn rotate(&self) {
+        if let Nodes::Cluster(nodes) = self {
+            nodes.rotate();
+            nodes.learn().await;
         }
     }
 
@@ -616,7 +616,7 @@ impl Nodes {
         )
         .await;
         if r.is_err() {
-            self.rotate();
+            self.rotate().await;
         }
         r
     }
@@ -627,7 +627,7 @@ impl Nodes {
         let left = limit.saturating_sub(started.elapsed());
         let r = with_timeout(left, "to connect", client.get_async_pubsub()).await;
         if r.is_err() {
-            self.rotate();
+            self.rotate().await;
         }
         r
     }
@@ -920,10 +920,6 @@ impl Reconnecting {
                 let client = client.map_err(to_redis_error)?;
                 let connect_limit = direct::within_bound(self.connect_timeout)?;
                 let conn = open_within(client, connect_limit).map_err(|e| {
-                    // A call's own end, not a dead server: the next node is not tried.
-                    if connect_limit == self.connect_timeout {
-                        self.nodes.rotate();
-                    }
                     match e.is_timeout() {
                         // As the multiplexed connection says it (not "os error 11").
                         true => to_redis_error(Error::Timeout(format!(
@@ -1120,11 +1116,8 @@ one_of!(Dedicated { Single, Cluster });
 #[derive(Clone)]
 pub(crate) struct Connection {
     commands: Commands,
-    /// Where dedicated single-server and pub/sub connections go.
+    /// Where dedicated and pub/sub connections go.
     nodes: Arc<Nodes>,
-    /// For dedicated cluster connections: no response time limit of redis-rs's own (the
-    /// caller's deadline covers a blocking command).
-    cluster: Option<ClusterClient>,
     /// Idle dedicated connections, and `host::forks()` when they were opened (those of a
     /// parent process are forgotten in a forked child, as the shared one is).
     pool: Arc<Mutex<(u64, Vec<Dedicated>)>>,
@@ -1188,12 +1181,23 @@ impl Connection {
                 "a Sentinel URL names one master group; it cannot be a cluster seed",
             ));
         }
-        let (commands, nodes, cluster) = if cluster_mode {
+        let (commands, nodes) = if cluster_mode {
             let seeds: Vec<_> = opts
                 .urls
                 .iter()
                 .map(|u| connection_info(u))
                 .collect::<Result<_>>()?;
+            // (SELECT is refused on a cluster: every connection would fail.)
+            let with_db = opts.urls.iter().zip(&seeds).find_map(|(url, seed)| {
+                let db = seed.redis_settings().db();
+                (db != 0).then_some((url, db))
+            });
+            if let Some((url, db)) = with_db {
+                return Err(Error::invalid(format!(
+                    "a Redis Cluster has database 0 only, and {} names database {db}: leave the database number out of cluster URLs",
+                    redact_url(url),
+                )));
+            }
             // redis-rs opens (and checks with a PING) a connection to every node of the
             // topology, replicas too, when it connects and at every refresh of the slots,
             // holding every request meanwhile: a node that accepts connections but never
@@ -1201,26 +1205,21 @@ impl Connection {
             // its time and stalled every shard. Each node gets a share of the connect time,
             // and the blocking connections (below) a response limit.
             let node_connect = (opts.connect_timeout * 2 / 5).max(Duration::from_millis(500));
-            let builder = || {
-                let b = ClusterClient::builder(seeds.clone())
+            let node_certs = certs.clone();
+            let builder = move |nodes: Vec<redis::ConnectionInfo>| {
+                let b = ClusterClient::builder(nodes)
                     .connection_timeout(node_connect)
                     .tcp_settings(tcp_settings());
-                match &certs {
+                match &node_certs {
                     Some(certs) => b.certs(certs.clone()),
                     None => b,
                 }
             };
             let bad = |e: RedisError| Error::invalid(format!("bad cluster options: {e}"));
             // No resends of redis-rs's own: `ClusterCommands` resends what did not run.
-            let cluster = builder()
+            let cluster = builder(seeds.clone())
                 .response_timeout(opts.response_timeout)
                 .retries(0)
-                .build()
-                .map_err(bad)?;
-            // Past any blocking wait's reply (`handle::LATE_REPLY_BUDGET`): redis-rs's own
-            // limit only ends a PING of a silent node.
-            let blocking = builder()
-                .response_timeout(crate::handle::BLOCKING_RESPONSE_LIMIT)
                 .build()
                 .map_err(bad)?;
             let conn = with_timeout(
@@ -1236,19 +1235,30 @@ impl Connection {
                 )),
                 false => e,
             })?;
-            let seeds = opts
-                .urls
-                .iter()
-                .map(|u| node_client(u, certs.as_ref()))
-                .collect::<Result<Vec<_>>>()?;
-            let nodes = Arc::new(Nodes::Seeds(seeds, AtomicUsize::new(0)));
-            let budget = opts.response_timeout;
-            let commands = Commands::Cluster(ClusterCommands {
+            let commands = ClusterCommands {
                 conn,
-                budget,
+                budget: opts.response_timeout,
                 ran_on: None,
+            };
+            // Past any blocking wait's reply (`handle::LATE_REPLY_BUDGET`): redis-rs's own
+            // limit only ends a PING of a silent node.
+            let dedicated: topology::MakeClient = Box::new(move |nodes| {
+                let b = builder(nodes).response_timeout(crate::handle::BLOCKING_RESPONSE_LIMIT);
+                b.build().map_err(bad)
             });
-            (commands, nodes, Some(blocking))
+            let limit = opts.response_timeout;
+            let nodes = topology::ClusterNodes::new(
+                commands.clone(),
+                seeds,
+                certs.clone(),
+                dedicated,
+                limit,
+            )?;
+            nodes.learn().await;
+            (
+                Commands::Cluster(commands),
+                Arc::new(Nodes::Cluster(Box::new(nodes))),
+            )
         } else {
             let nodes = Arc::new(if sentinel {
                 Nodes::Sentinel(sentinel_client(&opts.urls[0], certs.as_ref())?)
@@ -1271,12 +1281,11 @@ impl Connection {
             let ping = redis::cmd("PING");
             let pong = ping.query_async::<Value>(&mut conn);
             with_timeout(opts.response_timeout, "to PING", pong).await?;
-            (Commands::Single(commands), nodes, None)
+            (Commands::Single(commands), nodes)
         };
         let conn = Connection {
             commands,
             nodes,
-            cluster,
             pool: Arc::new(Mutex::new((crate::host::forks(), Vec::new()))),
             opts: Arc::new(opts),
         };
@@ -1364,6 +1373,51 @@ impl Connection {
         Ok(value)
     }
 
+    /// The keys that match `pattern`, by `SCAN` on the server or on each master of a
+    /// cluster (`SCAN` covers the node it runs on only), page by page into `each`; at most
+    /// `max_pages` pages of 1,000 keys per node.
+    pub(crate) async fn scan(
+        &self,
+        pattern: &str,
+        max_pages: usize,
+        mut each: impl FnMut(Vec<String>),
+    ) -> Result<()> {
+        let masters = match (&*self.nodes, &self.commands) {
+            (Nodes::Cluster(nodes), Commands::Cluster(c)) => Some((nodes.masters().await?, c)),
+            _ => None,
+        };
+        let nodes = masters.as_ref().map_or(1, |(m, _)| m.len());
+        for n in 0..nodes {
+            let mut cursor = 0u64;
+            for _ in 0..max_pages {
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(1000);
+                let page = match &masters {
+                    Some((masters, commands)) => {
+                        let (host, port) = masters[n].clone();
+                        let to = SingleNodeRoutingInfo::ByAddress { host, port };
+                        let mut conn = commands.conn.clone();
+                        conn.route_command(scan, RoutingInfo::SingleNode(to))
+                            .await?
+                    }
+                    None => scan.query_async(&mut self.commands()).await?,
+                };
+                let (next, keys): (u64, Vec<String>) =
+                    redis::from_redis_value(page).map_err(RedisError::from)?;
+                each(keys);
+                cursor = next;
+                if cursor == 0 {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A new pub/sub connection.
     pub(crate) async fn pubsub(&self) -> Result<redis::aio::PubSub> {
         self.nodes.pubsub(self.opts.connect_timeout).await
@@ -1376,13 +1430,19 @@ impl Connection {
             return Ok(c);
         }
         let limit = limit.min(self.opts.connect_timeout);
-        match &self.cluster {
-            Some(cluster) => {
-                let conn =
-                    with_timeout(limit, "to connect", cluster.get_async_connection()).await?;
-                Ok(Dedicated::Cluster(conn))
+        match &*self.nodes {
+            Nodes::Cluster(nodes) => {
+                let client = nodes.dedicated();
+                let connecting = client.get_async_connection();
+                match with_timeout(limit, "to connect", connecting).await {
+                    Ok(conn) => Ok(Dedicated::Cluster(conn)),
+                    Err(e) => {
+                        nodes.learn().await; // (for the next attempt)
+                        Err(e)
+                    }
+                }
             }
-            None => Ok(Dedicated::Single(
+            _ => Ok(Dedicated::Single(
                 self.nodes.multiplexed(limit, None).await?,
             )),
         }
@@ -1653,6 +1713,20 @@ mod tests {
         };
         assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument, "{err}");
         assert!(err.to_string().contains("Sentinel"), "{err}");
+    }
+
+    /// Refused before any connection (port 1 has no server): SELECT fails on a cluster.
+    #[tokio::test]
+    async fn a_database_number_in_a_cluster_url_is_refused() {
+        for db in ["redis://u:secret@127.0.0.1:1/3", "redis://127.0.0.1:1?db=2"] {
+            let urls = vec!["redis://127.0.0.1:2".to_owned(), db.to_owned()];
+            let Err(err) = Connection::open(ClientOptions::cluster(urls)).await else {
+                panic!("refused")
+            };
+            assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument, "{err}");
+            assert!(err.to_string().contains("database 0 only"), "{err}");
+            assert!(!err.to_string().contains("secret"), "{err}");
+        }
     }
 
     #[test]

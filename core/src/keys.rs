@@ -207,6 +207,29 @@ fn search_shard_tag(name: &str, shard: u32, shards: u32) -> String {
     }
 }
 
+/// The queue a key belongs to, as a key scan finds queues (see [`queue_of_key`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueOfKey<'a> {
+    /// A reliable queue, by its ready stream, metadata, dead letters or settings (a shard's
+    /// keys name the sharded queue), or a `{dq:N}:webhook` record of `delayq serve`.
+    Reliable(&'a str),
+    /// A Redisson-compatible delayed queue, by its timeout sorted set.
+    Delayed(&'a str),
+}
+
+/// The queue that `key` shows exists, if any: one key of each queue's layout is enough
+/// (the others would name it again).
+pub fn queue_of_key(key: &str) -> Option<QueueOfKey<'_>> {
+    if let Some(rest) = key.strip_prefix("{dq:") {
+        let suffixes = ["}:ready", "}:meta", "}:dead", "}:settings", "}:webhook"];
+        let tag = suffixes.iter().find_map(|s| rest.strip_suffix(s))?;
+        return Some(QueueOfKey::Reliable(reliable_queue_of_tag(tag)));
+    }
+    let rest = key.strip_prefix("redisson_delay_queue_timeout:")?;
+    let name = rest.strip_prefix('{').and_then(|r| r.strip_suffix('}'));
+    Some(QueueOfKey::Delayed(name.unwrap_or(rest)))
+}
+
 /// The reliable queue whose keys carry the hash tag `{dq:T}`, given `T`: the queue `N`
 /// when `T` is the tag of one of its shards (`N:s` or `N:s~k`, see [`shard_tag`]) for some
 /// number of shards, else `T` itself (the queue named `T`, or a sharded queue's own
@@ -443,6 +466,30 @@ mod tests {
             "a:01",
         ] {
             assert_eq!(reliable_queue_of_tag(t), t);
+        }
+    }
+
+    #[test]
+    fn a_key_names_its_queue() {
+        let shard = format!("{{{}}}:ready", shard_tag("jobs", 3, 8));
+        let cases = [
+            ("{dq:jobs}:ready", Some(QueueOfKey::Reliable("jobs"))),
+            ("{dq:a:b}:settings", Some(QueueOfKey::Reliable("a:b"))),
+            (shard.as_str(), Some(QueueOfKey::Reliable("jobs"))),
+            ("{dq:jobs}:delayed", None), // (its ready stream or meta names it)
+            (
+                "redisson_delay_queue_timeout:{orders}",
+                Some(QueueOfKey::Delayed("orders")),
+            ),
+            (
+                "redisson_delay_queue_timeout:a{b}",
+                Some(QueueOfKey::Delayed("a{b}")),
+            ),
+            ("redisson_delay_queue:{orders}", None),
+            ("orders", None),
+        ];
+        for (key, queue) in cases {
+            assert_eq!(queue_of_key(key), queue, "{key}");
         }
     }
 

@@ -37,7 +37,7 @@ mod reliable_queue;
 mod scheduler;
 mod scripts;
 
-pub use client::{check_delayed_queue, check_reliable_queue, Client};
+pub use client::{check_delayed_queue, check_reliable_queue, Client, FoundQueues};
 pub use connection::{redact_url, redact_url_keeping, ClientOptions, Durability, TlsOptions};
 pub use delayed_queue::{DelayedQueue, DelayedStats};
 pub use error::{caught, Error, ErrorKind, Result};

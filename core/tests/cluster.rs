@@ -255,3 +255,153 @@ async fn a_reply_lost_on_a_cluster_does_not_run_the_script_twice() {
     assert_eq!(r.stats().await.unwrap().delayed, n, "stored once");
     client.close();
 }
+
+/// The slots `node` serves, from its `CLUSTER NODES` line ("myself").
+fn own_slots(node: &common::RedisServer) -> Vec<(u16, u16)> {
+    let nodes = node.cli(&["CLUSTER", "NODES"]);
+    let mine = nodes
+        .lines()
+        .find(|l| l.contains("myself"))
+        .expect("myself");
+    let range = |r: &str| match r.split_once('-') {
+        Some((a, b)) => (a.parse().ok()?, b.parse().ok()?).into(),
+        None => r.parse().ok().map(|s| (s, s)),
+    };
+    mine.split_whitespace().skip(8).filter_map(range).collect()
+}
+
+/// A client given one seed only, a master that then dies: once its replica takes over,
+/// the client goes on with the nodes it learned at connect (redis-rs rebuilds a lost
+/// cluster from its initial nodes only, so the seed alone left it refused for good).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_whose_only_seed_died_goes_on_with_the_rest_of_the_cluster() {
+    let mut cluster = Cluster::start();
+    let replica = cluster.add_replica();
+    let slots = own_slots(&cluster.nodes[0]);
+    let on_seed = (0..1000)
+        .map(|i| format!("only-seed-{i}"))
+        .find(|name| {
+            let slot: u16 = cluster.nodes[0]
+                .cli(&["CLUSTER", "KEYSLOT", name])
+                .parse()
+                .unwrap();
+            slots.iter().any(|&(a, b)| (a..=b).contains(&slot))
+        })
+        .expect("a name on the seed's slots");
+    let client = Client::connect_with(ClientOptions::cluster(vec![cluster.nodes[0].url()]))
+        .await
+        .unwrap();
+    let q = client.delayed_queue(&on_seed).unwrap();
+    let shards = ReliableQueueOptions {
+        shards: Some(4),
+        ..Default::default()
+    };
+    let r = client.reliable_queue("only-seed-r", shards).unwrap();
+    q.offer("before", Duration::ZERO).await.unwrap();
+    assert_eq!(
+        q.take(Some(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"before"[..])
+    );
+
+    cluster.nodes[0].stop();
+    assert_eq!(replica.cli(&["CLUSTER", "FAILOVER", "TAKEOVER"]), "OK");
+    let port = replica.port.to_string();
+    let taken_over = common::eventually(Duration::from_secs(20), || async {
+        cluster.nodes[1..].iter().all(|n| {
+            let nodes = n.cli(&["CLUSTER", "NODES"]);
+            nodes
+                .lines()
+                .any(|l| l.contains(&format!(":{port}@")) && l.contains("master"))
+        })
+    })
+    .await;
+    assert!(taken_over, "the replica did not take over");
+
+    // Delivering again within 10 s (SPEC section 10), on the seed's slots and the others.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut last = None;
+    let offered = loop {
+        match q.offer("after", Duration::from_millis(100)).await {
+            Ok(_) => break true,
+            Err(e) if std::time::Instant::now() < deadline => last = Some(e),
+            Err(_) => break false,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        offered,
+        "no offer went through after the takeover: {last:?}"
+    );
+    assert_eq!(
+        q.take(Some(Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"after"[..])
+    );
+    // Waits at once, more than the connections it had: new ones are opened.
+    let receives: Vec<_> = (0..8)
+        .map(|_| {
+            let r = r.clone();
+            tokio::spawn(async move { r.receive(Some(Duration::from_secs(10))).await })
+        })
+        .collect();
+    for i in 0..8 {
+        r.offer(format!("m{i}"), Duration::ZERO, None)
+            .await
+            .unwrap();
+    }
+    for received in receives {
+        let d = received.await.unwrap().expect("a connection for the wait");
+        assert!(d.expect("a message").ack().await.unwrap());
+    }
+    client.close();
+}
+
+/// A key scan runs on one node: `scan_queues` asks every master, so that queues on any of
+/// them are found (`delayq serve` lists them).
+#[tokio::test(flavor = "multi_thread")]
+async fn scan_queues_finds_the_queues_of_every_master() {
+    let cluster = Cluster::start();
+    let client = Client::connect_with(ClientOptions::cluster(cluster.seeds()))
+        .await
+        .unwrap();
+    let names: Vec<String> = (0..12).map(|i| format!("found-{i}")).collect();
+    let owners: std::collections::BTreeSet<String> = names
+        .iter()
+        .map(|n| {
+            let slot = cluster.nodes[0].cli(&["CLUSTER", "KEYSLOT", n]);
+            let owner = cluster.nodes.iter().position(|node| {
+                own_slots(node)
+                    .iter()
+                    .any(|&(a, b)| (a..=b).contains(&slot.parse().unwrap()))
+            });
+            format!("{owner:?}")
+        })
+        .collect();
+    assert_eq!(owners.len(), 3, "the names land on every master");
+    for name in &names {
+        let q = client.delayed_queue(name).unwrap();
+        q.offer("v", Duration::from_secs(600)).await.unwrap();
+        let r = client
+            .reliable_queue(name, ReliableQueueOptions::default())
+            .unwrap();
+        r.offer("v", Duration::from_secs(600), None).await.unwrap();
+    }
+    let sharded = ReliableQueueOptions {
+        shards: Some(4),
+        ..Default::default()
+    };
+    let s = client.reliable_queue("found-sharded", sharded).unwrap();
+    s.offer("v", Duration::ZERO, None).await.unwrap();
+
+    let found = client.scan_queues().await.unwrap();
+    let mut reliable = names.clone();
+    reliable.push("found-sharded".into());
+    assert_eq!(found.reliable, reliable.into_iter().collect());
+    assert_eq!(found.delayed, names.into_iter().collect());
+    client.close();
+}

@@ -368,49 +368,13 @@ impl AppState {
         }
     }
 
-    /// Finds queues in Redis by `SCAN` (one server; in a cluster, name them with
-    /// `--queue`): reliable queues by their ready stream or settings hash, delayed queues
-    /// by Redisson's timeout set.
+    /// Finds queues in Redis (core's `scan_queues`: a `SCAN` of the server, or of every
+    /// master of a cluster).
     async fn discover(&self) -> delayq::Result<()> {
-        let mut cursor: u64 = 0;
-        let mut reliable = BTreeSet::new();
-        let mut delayed = BTreeSet::new();
-        for _ in 0..1000 {
-            let (next, keys): (u64, Vec<String>) = self
-                .client
-                .query(
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg("*")
-                        .arg("COUNT")
-                        .arg(1000),
-                )
-                .await?;
-            for key in keys {
-                if let Some(rest) = key.strip_prefix("{dq:") {
-                    for suffix in ["}:ready", "}:meta", "}:dead", "}:settings", "}:webhook"] {
-                        if let Some(tag) = rest.strip_suffix(suffix) {
-                            // A shard's keys are its queue's.
-                            reliable.insert(delayq::keys::reliable_queue_of_tag(tag).to_owned());
-                        }
-                    }
-                } else if let Some(rest) = key.strip_prefix("redisson_delay_queue_timeout:") {
-                    let name = rest
-                        .strip_prefix('{')
-                        .and_then(|r| r.strip_suffix('}'))
-                        .unwrap_or(rest);
-                    delayed.insert(name.to_owned());
-                }
-            }
-            cursor = next;
-            if cursor == 0 {
-                break;
-            }
-        }
+        let found = self.client.scan_queues().await?;
         let mut known = self.known.lock().unwrap();
-        known.reliable.extend(reliable);
-        known.delayed.extend(delayed);
+        known.reliable.extend(found.reliable);
+        known.delayed.extend(found.delayed);
         Ok(())
     }
 
