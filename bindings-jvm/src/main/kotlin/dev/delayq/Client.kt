@@ -46,7 +46,7 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
          * blocking the calling thread.
          */
         @JvmStatic
-        fun connect(url: String, options: ClientOptions): Client = connect(listOf(url), options)
+        fun connect(url: String, options: ClientOptions): Client = blocking(listOf(url), options)
 
         /** [connect] with [options] without blocking. */
         @JvmStatic
@@ -54,14 +54,15 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
             Bridge.future { connectSuspend(url, options) }
 
         /** [connect] with [options] from a coroutine. */
-        suspend fun connectSuspend(url: String, options: ClientOptions): Client = connectSuspend(listOf(url), options)
+        suspend fun connectSuspend(url: String, options: ClientOptions): Client = suspending(listOf(url), options)
 
         /**
-         * Connects to the Redis Cluster that [seeds] are nodes of (or, with one URL and
-         * `options.cluster` false, to one server) with [options], blocking the calling thread.
+         * Connects to the Redis Cluster that [seeds] are nodes of with [options], blocking the
+         * calling thread. A list of URLs always names a cluster, one URL too (as in Python
+         * and Node): `options.cluster` only makes a single URL a cluster's.
          */
         @JvmStatic
-        fun connect(seeds: List<String>, options: ClientOptions): Client = blocking(seeds, options)
+        fun connect(seeds: List<String>, options: ClientOptions): Client = blocking(seeds, options.withCluster(true))
 
         /** [connect] with seeds and [options] without blocking. */
         @JvmStatic
@@ -69,7 +70,8 @@ class Client private constructor(private val ffi: FfiClient) : AutoCloseable {
             Bridge.future { connectSuspend(seeds, options) }
 
         /** [connect] with seeds and [options] from a coroutine. */
-        suspend fun connectSuspend(seeds: List<String>, options: ClientOptions): Client = suspending(seeds, options)
+        suspend fun connectSuspend(seeds: List<String>, options: ClientOptions): Client =
+            suspending(seeds, options.withCluster(true))
 
         /** Connects to one server, or with [cluster] to the Redis Cluster that [url] is a node of, blocking. */
         @JvmStatic

@@ -87,7 +87,7 @@ data class Durability @JvmOverloads constructor(
  * ```
  */
 data class ClientOptions @JvmOverloads constructor(
-    /** Treat the URL(s) as seeds of a Redis Cluster (implied by more than one URL). */
+    /** Treat the URL as a seed of a Redis Cluster (implied by a list of URLs). */
     val cluster: Boolean = false,
     /** Certificate files for `rediss://`. */
     val tls: TlsOptions = TlsOptions(),

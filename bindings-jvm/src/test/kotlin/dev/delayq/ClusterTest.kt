@@ -48,6 +48,10 @@ class ClusterTest {
             // the other ways to say "cluster"
             Client.connect(nodes[1].url, cluster = true).use { c -> c.delayedQueue("emails").use { assertEquals(0L, it.size()) } }
             Client.connect(nodes.map { it.url }).use { c -> c.reliableQueue("emails").use { assertEquals(ReliableStats(0, 0, 0, 0), it.stats()) } }
+            // a list is a cluster's seeds, one URL too, whatever options.cluster says (as in Python and Node)
+            Client.connect(listOf(nodes[2].url), ClientOptions()).use { c ->
+                for (name in listOf("orders", "invoices", "emails")) c.delayedQueue(name).use { assertEquals(0L, it.size()) }
+            }
         } finally {
             nodes.forEach(RedisServer::close)
         }
