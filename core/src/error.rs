@@ -148,7 +148,7 @@ impl From<redis::RedisError> for Error {
             )
         {
             crate::metrics::record_connection_error(false);
-            return Error::Connection(msg);
+            return Error::Connection(outcome_said(&e, msg));
         }
         if matches!(e.code(), Some("MOVED" | "ASK")) {
             // A node of a cluster reached as one server: redis-rs says only "Moved".
@@ -159,6 +159,27 @@ impl From<redis::RedisError> for Error {
         }
         Error::Server(msg)
     }
+}
+
+/// A `connection` error's text, saying what the caller may assume (SPEC 10): a reply cut
+/// short reads as redis-rs's parser's (several lines, as if the data were at fault), and
+/// a closed connection as the operating system's ("broken pipe", "connection reset"),
+/// neither of which says that a command on its way may have run. A refused connection
+/// ran nothing; delayq's own texts say it already.
+fn outcome_said(e: &redis::RedisError, msg: String) -> String {
+    if msg.contains("unknown") || msg.contains("did not run") || msg.contains("not sent") {
+        return msg;
+    }
+    if e.kind() == redis::ErrorKind::Parse {
+        let first = msg.lines().next().unwrap_or_default();
+        return format!(
+            "the reply from Redis was cut short or could not be read ({first}); whether the command ran is unknown"
+        );
+    }
+    if (e.is_io_error() || e.is_connection_dropped()) && !e.is_connection_refusal() {
+        return format!("{msg} (if a command was on its way, whether it ran is unknown)");
+    }
+    msg
 }
 
 /// Runs `fut`; a panic in it becomes its error ([`Error::from_panic`]) rather than a
@@ -173,6 +194,29 @@ pub async fn caught<T>(fut: impl std::future::Future<Output = Result<T>>) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_error_says_the_outcome_may_be_unknown() {
+        let io = |kind, text| redis::RedisError::from(std::io::Error::new(kind, text));
+        let reset = Error::from(io(std::io::ErrorKind::ConnectionReset, "reset by peer"));
+        assert_eq!(reset.kind(), ErrorKind::Connection);
+        assert!(
+            reset.to_string().contains("whether it ran is unknown"),
+            "{reset}"
+        );
+        let refused = Error::from(io(std::io::ErrorKind::ConnectionRefused, "refused"));
+        assert_eq!(refused.kind(), ErrorKind::Connection);
+        assert!(!refused.to_string().contains("unknown"), "{refused}");
+        let cut = redis::RedisError::from((
+            redis::ErrorKind::Parse,
+            "Incompatible type - Parse error at 9",
+            "Unexpected end of input\nexpected 4 more elements".to_owned(),
+        ));
+        let cut = Error::from(cut);
+        assert_eq!(cut.kind(), ErrorKind::Connection);
+        assert!(cut.to_string().contains("cut short"), "{cut}");
+        assert!(!cut.to_string().contains('\n'), "{cut}");
+    }
 
     #[tokio::test]
     async fn a_panic_in_a_caught_future_is_a_server_error_naming_a_bug() {

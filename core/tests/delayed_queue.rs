@@ -530,6 +530,52 @@ async fn a_call_that_joined_another_calls_connect_attempt_says_so() {
     client.close();
 }
 
+/// Offers made at once on one handle go in one script call at a time; those that waited
+/// behind a call that got no reply do not then begin an attempt of their own: each ends
+/// within the response timeout plus SPEC 10's margin of 3 s (they took twice the timeout).
+#[tokio::test(flavor = "multi_thread")]
+async fn offers_behind_one_that_got_no_reply_end_within_their_limit() {
+    let server = RedisServer::start();
+    let limit = delayq::ClientOptions::new(server.url()).response_timeout;
+    let client = client(&server).await;
+    let off = SchedulerOptions {
+        enabled: false,
+        ..Default::default()
+    };
+    let q = client.delayed_queue_with("behind", off).unwrap();
+    q.offer("warm", Duration::from_secs(600)).await.unwrap();
+
+    let frozen = server.freeze();
+    let offers: Vec<_> = (0..8)
+        .map(|i| {
+            let q = q.clone();
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                let offered = q.offer(format!("v{i}"), Duration::from_secs(600)).await;
+                (offered, started.elapsed())
+            })
+        })
+        .collect();
+    let mut ended = Vec::new();
+    for offer in offers {
+        let (offered, took) = offer.await.unwrap();
+        let err = offered.expect_err("no reply while the server is frozen");
+        assert!(
+            matches!(err.kind(), ErrorKind::Timeout | ErrorKind::Connection),
+            "{err}"
+        );
+        ended.push((took, err.to_string()));
+    }
+    drop(frozen);
+    for (took, err) in &ended {
+        assert!(*took < limit + Duration::from_secs(3), "{took:?}: {err}");
+    }
+    // None sent twice, none stored that said it was not sent.
+    let stored = q.size().await.unwrap();
+    assert!((1..=9).contains(&stored), "{stored}");
+    client.close();
+}
+
 /// A value offered with no delay is there to poll at once, even while the handle's own
 /// transfer task (woken by that offer) moves it between the poll's steps.
 #[tokio::test(flavor = "multi_thread")]

@@ -248,7 +248,11 @@ impl Drop for Batches {
 }
 
 /// One script call for a batch; each offer of it gets its due time, or the call's error.
+/// A call that failed only once its time ran out (no reply, or no connection, within it)
+/// fails the offers that waited behind it too, as not sent: an attempt of their own would
+/// begin as late as that, and take as long again (SPEC 10 bounds each call's time).
 async fn send_batch(inner: Arc<QueueInner>, batch: Vec<Waiting>) {
+    let started = tokio::time::Instant::now();
     let sent = if inner.handle.is_closed() {
         Err(inner.handle.closed_error())
     } else {
@@ -256,6 +260,13 @@ async fn send_batch(inner: Arc<QueueInner>, batch: Vec<Waiting>) {
             .send_offers(batch.iter().map(|w| (&w.value[..], w.delay_ms)))
             .await
     };
+    let opts = inner.handle.client.inner.conn.options();
+    let limit = opts.response_timeout.min(opts.connect_timeout);
+    if sent.is_err() && started.elapsed() >= limit {
+        inner.offers.fail_waiting(&Error::Timeout(format!(
+            "no answer from Redis within {limit:?} to this queue handle's offer call before this offer, which it waited behind; this offer was not sent"
+        )));
+    }
     match sent {
         Ok(due) => {
             for (w, due) in batch.into_iter().zip(due) {
