@@ -819,7 +819,8 @@ impl ReliableQueue {
             "ensure"
         };
         let mut before = None;
-        if let Some(wanted) = self.inner.opts.shards {
+        // (A handle that does not update gets the stored settings or "settings differ".)
+        if let Some(wanted) = self.inner.opts.shards.filter(|_| mode == "update") {
             before = self.check_shard_change(wanted).await?;
         }
         let settings = self.load_settings(mode).await?;

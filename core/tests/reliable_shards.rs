@@ -313,6 +313,19 @@ async fn one_shard_keeps_the_unsharded_layout_and_shards_stay_while_messages_do(
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(err.to_string().contains("cannot change to 4"), "{err}");
+    // A handle that only names 4 (no update) is told the settings differ, held or not.
+    let err = c
+        .reliable_queue("layout", sharded(4))
+        .unwrap()
+        .stats()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(
+        err.to_string()
+            .contains("shards is 1 in Redis, this handle names 4"),
+        "{err}"
+    );
     // Emptied: allowed; every shard gets a copy of the settings.
     q.transfer_now().await.unwrap();
     q.receive(WAIT).await.unwrap().unwrap().ack().await.unwrap();

@@ -586,6 +586,37 @@ async fn a_corrupt_entry_in_a_coarse_bucket_is_set_aside() {
     delayq::set_wheel_levels(name, None).unwrap();
 }
 
+/// Undecodable entries written by hand (never counted in by an offer) are set aside
+/// without taking the delayed count below 0 (it read 2^64 - 4 after four of them).
+#[tokio::test(flavor = "multi_thread")]
+async fn entries_set_aside_never_take_the_delayed_count_below_zero() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let mut conn = raw(&server).await;
+    let q = c.reliable_queue("uncounted", no_transfer(1000)).unwrap();
+    let good = q.offer("good", ms(60_000), None).await.unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg(&q.keys().near)
+        .arg(0)
+        .arg("garbage")
+        .arg(1)
+        .arg("more garbage")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    q.transfer_now().await.unwrap();
+    let corrupt: u64 = redis::cmd("LLEN")
+        .arg(format!("{}corrupt", q.keys().prefix))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(corrupt, 2);
+    let delayed = q.stats().await.unwrap().delayed;
+    assert!(delayed <= 1, "{delayed}");
+    assert!(q.cancel(&good).await.unwrap());
+    assert_eq!(q.stats().await.unwrap().delayed, 0);
+}
+
 /// Messages waiting in the layout of one level of 1 s buckets (before the wheel had levels)
 /// are found by cancel and reschedule and delivered by the hierarchical wheel.
 #[tokio::test(flavor = "multi_thread")]

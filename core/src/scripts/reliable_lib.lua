@@ -207,6 +207,14 @@ local function quarantine_wrong_bucket(key)
   return true
 end
 
+-- Counts `n` delayed messages out (taken from the wheel, or set aside as undecodable), never
+-- below 0: an entry written by hand, not by an offer, was never counted in.
+local function uncount_delayed(n)
+  if redis.call('HINCRBY', META, 'delayed', -n) < 0 then
+    redis.call('HSET', META, 'delayed', 0)
+  end
+end
+
 local function put_delayed(id, flags, attempts, due, payload, now)
   local level = level_for(due, now)
   if level < 0 then
@@ -316,7 +324,7 @@ local function take_from_bucket(level, bucket, id, keep)
           if redis.call('EXISTS', key) == 0 then
             redis.call('ZREM', wheel_key(level), hex(bucket))
           end
-          redis.call('HINCRBY', META, 'delayed', -1)
+          uncount_delayed(1)
           return attempts, flags, due, payload
         end
       end
@@ -340,7 +348,7 @@ local function take_from_near(id, lo, hi, keep)
     if attempts and stored == id then
       if keep then return attempts, flags, tonumber(rows[i + 1]), payload end
       redis.call('ZREM', NEAR, rows[i])
-      redis.call('HINCRBY', META, 'delayed', -1)
+      uncount_delayed(1)
       return attempts, flags, tonumber(rows[i + 1]), payload
     end
   end

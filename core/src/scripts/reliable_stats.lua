@@ -6,7 +6,8 @@ local err = wrong_type(READY, 'stream', DEAD, 'hash', META, 'hash', IDS, 'hash',
   DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
 if err then return err end
 expire_retained(now_ms(), 1000) -- dead letters past their retention are not counted
-local delayed = tonumber(redis.call('HGET', META, 'delayed') or '0')
+-- Never below 0 (a count that went below it before the transfer clamped it).
+local delayed = math.max(0, tonumber(redis.call('HGET', META, 'delayed') or '0'))
 local ready, inflight = 0, 0
 if redis.call('EXISTS', READY) == 1 then
   local total = redis.call('XLEN', READY)

@@ -42,7 +42,7 @@ for level = 0, TOP do
         cascade_entry(stored, flags, attempts, start + offset, payload, now, pushes)
       else
         redis.call('RPUSH', PREFIX .. 'corrupt', entry)
-        redis.call('HINCRBY', META, 'delayed', -1)
+        uncount_delayed(1)
         set_aside = set_aside + 1
       end
     end
@@ -69,7 +69,7 @@ for i = 1, #due, 2 do
 end
 if #taken > 0 then
   call_chunked('ZREM', NEAR, taken)
-  redis.call('HINCRBY', META, 'delayed', -#taken)
+  uncount_delayed(#taken)
 end
 done = done + #taken
 
