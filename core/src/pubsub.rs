@@ -116,8 +116,13 @@ impl Backoff {
     }
 }
 
+/// How long a subscription the server refused (an ACL rule without the channel) waits
+/// before it is asked again: the reconcile interval moves due entries meanwhile.
+const REFUSED_RETRY: Duration = Duration::from_secs(30);
+
 async fn keep_connected(conn: Connection, shared: Arc<Shared>, token: CancellationToken) {
     let mut backoff = Backoff(Duration::from_millis(50));
+    let mut refused = false;
     loop {
         // Connect only while some channel is wanted.
         while shared.wanted.lock().expect("subscriber lock").is_empty() {
@@ -133,13 +138,28 @@ async fn keep_connected(conn: Connection, shared: Arc<Shared>, token: Cancellati
         if token.is_cancelled() {
             return;
         }
-        match outcome {
-            Ok(()) => backoff = Backoff(Duration::from_millis(50)),
-            Err(e) => tracing::warn!(error = %Escaped(&e), "pub/sub connection lost; reconnecting"),
-        }
+        let pause = match outcome {
+            Ok(()) => {
+                (backoff, refused) = (Backoff(Duration::from_millis(50)), false);
+                backoff.next()
+            }
+            // A refusal, not a lost connection: said once, not at every attempt.
+            Err(e) if e.kind() == crate::ErrorKind::Server => {
+                if !refused {
+                    tracing::warn!(error = %Escaped(&e), "the server refused the pub/sub subscription (an ACL rule without the queue's channel?); due entries are moved at every reconcile interval instead; asking again every 30 s");
+                }
+                refused = true;
+                REFUSED_RETRY
+            }
+            Err(e) => {
+                refused = false;
+                tracing::warn!(error = %Escaped(&e), "pub/sub connection lost; reconnecting");
+                backoff.next()
+            }
+        };
         tokio::select! {
             _ = token.cancelled() => return,
-            _ = tokio::time::sleep(backoff.next()) => {}
+            _ = tokio::time::sleep(pause) => {}
         }
     }
 }
