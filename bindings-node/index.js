@@ -222,6 +222,8 @@ function unaliased(options, what, known, aliases) {
     if (!present(o[name])) o[name] = o[alias];
     delete o[alias];
   }
+  // null is no option given, as undefined (and None in Python): the default.
+  for (const key of Object.keys(o)) if (o[key] === null) delete o[key];
   return o;
 }
 

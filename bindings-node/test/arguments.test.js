@@ -364,3 +364,12 @@ test('a value over 512 MiB is refused before it is copied', () => {
   assert.ok(grownMib < 64, `the peak memory grew by ${grownMib} MiB while refusing`);
   nothingWritten('oversized');
 });
+
+test('an option given as null is the default, as if left out', async () => {
+  const dq = client.delayedQueue(queueName(), { reconcileIntervalMs: null, scheduler: null });
+  assert.equal(await dq.size(), 0);
+  const rq = client.reliableQueue(queueName(), { visibilityTimeoutMs: null, maxAttempts: null, shards: null });
+  assert.equal((await rq.settings()).visibilityTimeoutMs, 30_000);
+  dq.close();
+  rq.close();
+});
