@@ -98,7 +98,8 @@ enum Command {
     /// Print the counts of a queue, after one transfer pass (entries already due count as
     /// ready even when no process runs the transfer task).
     Stats { queue: String },
-    /// Run the transfer task for these queues in the foreground until interrupted.
+    /// Run the transfer task for these queues in the foreground until interrupted. Started
+    /// before Redis is reachable, it says so and tries again (every 0.5 s, up to 10 s).
     Transfer {
         #[arg(required = true)]
         queues: Vec<String>,
@@ -370,7 +371,35 @@ async fn run(cli: Cli) -> CliResult<()> {
                 delayq::check_delayed_queue(q, &opts, cli.cluster)?;
                 delayq::check_reliable_queue(q, &ropts(reliable))?;
             }
-            let client = connect().await?;
+            // A daemon may start before Redis does (a host booting): it waits for it, and
+            // says so, instead of exiting. Other errors (a bad URL) end it.
+            let client = {
+                let stop = interrupted();
+                tokio::pin!(stop);
+                let mut pause = Duration::from_millis(500);
+                loop {
+                    match connect().await {
+                        Ok(client) => break client,
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                delayq::ErrorKind::Connection | delayq::ErrorKind::Timeout
+                            ) =>
+                        {
+                            eprintln!(
+                                "delayq: cannot reach Redis yet ({e}); trying again in {:.1} s (Ctrl-C to stop)",
+                                pause.as_secs_f64()
+                            );
+                            tokio::select! {
+                                () = &mut stop => return Ok(()),
+                                () = tokio::time::sleep(pause) => {}
+                            }
+                            pause = (pause * 2).min(Duration::from_secs(10));
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            };
             // A name's reliable queue, moved too when it is named without --reliable.
             let also_reliable =
                 |q: &str| client.reliable_queue(q, ropts(false)).map(Handle::Reliable);

@@ -276,6 +276,34 @@ fn stopped_once_ready(server: &RedisServer, transfer: std::process::Child, ready
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `transfer` started before Redis is reachable says so and waits for it, then moves the
+/// queue's due entries (a daemon started while the host boots).
+#[test]
+fn transfer_started_before_redis_waits_for_it() {
+    let mut server = RedisServer::start();
+    server.stop();
+    let mut transfer = spawn_transfer(&server, "early");
+    let mut said = std::io::BufReader::new(transfer.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut said, &mut line).unwrap();
+    assert!(line.contains("cannot reach Redis yet"), "{line}");
+    server.restart();
+    assert!(delayq(&server, &["offer", "early", "100", "v"])
+        .status
+        .success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while server.cli(&["LLEN", "early"]) != "1" && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let moved = server.cli(&["LLEN", "early"]);
+    Command::new("kill")
+        .args(["-INT", &transfer.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(transfer.wait().unwrap().success());
+    assert_eq!(moved, "1", "moved once Redis was up");
+}
+
 /// A reliable queue created after `transfer` started (named without `--reliable`) is
 /// found and moved too.
 #[test]
