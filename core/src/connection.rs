@@ -563,7 +563,7 @@ fn sentinel_client(
 enum Nodes {
     Single(redis::Client),
     Sentinel(tokio::sync::Mutex<SentinelClient>),
-    Cluster(Box<topology::ClusterNodes>),
+    Cluster(Arc<topology::ClusterNodes>),
 }
 
 impl Nodes {
@@ -591,10 +591,10 @@ impl Nodes {
 
     /// After a failed connection: use the next node of a cluster next time, and ask the
     /// cluster for its nodes (those it had may all be gone).
-    async fn rotate(&self) {
+    fn rotate(&self) {
         if let Nodes::Cluster(nodes) = self {
             nodes.rotate();
-            nodes.learn().await;
+            nodes.learn_soon();
         }
     }
 
@@ -616,7 +616,7 @@ impl Nodes {
         )
         .await;
         if r.is_err() {
-            self.rotate().await;
+            self.rotate();
         }
         r
     }
@@ -627,7 +627,7 @@ impl Nodes {
         let left = limit.saturating_sub(started.elapsed());
         let r = with_timeout(left, "to connect", client.get_async_pubsub()).await;
         if r.is_err() {
-            self.rotate().await;
+            self.rotate();
         }
         r
     }
@@ -1181,6 +1181,7 @@ impl Connection {
                 "a Sentinel URL names one master group; it cannot be a cluster seed",
             ));
         }
+        let started = tokio::time::Instant::now();
         let (commands, nodes) = if cluster_mode {
             let seeds: Vec<_> = opts
                 .urls
@@ -1254,10 +1255,12 @@ impl Connection {
                 dedicated,
                 limit,
             )?;
-            nodes.learn().await;
+            // Within the connect time left (a node that answers slowly delays no connect).
+            let left = opts.connect_timeout.saturating_sub(started.elapsed());
+            let _ = tokio::time::timeout(left, nodes.learn()).await;
             (
                 Commands::Cluster(commands),
-                Arc::new(Nodes::Cluster(Box::new(nodes))),
+                Arc::new(Nodes::Cluster(Arc::new(nodes))),
             )
         } else {
             let nodes = Arc::new(if sentinel {
@@ -1406,9 +1409,14 @@ impl Connection {
                     }
                     None => scan.query_async(&mut self.commands()).await?,
                 };
-                let (next, keys): (u64, Vec<String>) =
+                let (next, keys): (u64, Vec<Vec<u8>>) =
                     redis::from_redis_value(page).map_err(RedisError::from)?;
-                each(keys);
+                // (A key that is not UTF-8 names no queue of delayq's.)
+                each(
+                    keys.into_iter()
+                        .filter_map(|k| String::from_utf8(k).ok())
+                        .collect(),
+                );
                 cursor = next;
                 if cursor == 0 {
                     break;
@@ -1437,7 +1445,7 @@ impl Connection {
                 match with_timeout(limit, "to connect", connecting).await {
                     Ok(conn) => Ok(Dedicated::Cluster(conn)),
                     Err(e) => {
-                        nodes.learn().await; // (for the next attempt)
+                        nodes.learn_soon(); // (for the next attempt)
                         Err(e)
                     }
                 }

@@ -10,10 +10,12 @@
 //! connections". So the client asks the cluster for its nodes (`CLUSTER SLOTS`) once
 //! connected, and again, at most once a second, after a new connection failed.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::cluster::ClusterClient;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{ConnectionAddr, ConnectionInfo, TlsCertificates, Value};
 
 use super::cluster::ClusterCommands;
@@ -38,6 +40,10 @@ pub(crate) struct ClusterNodes {
     /// How long `CLUSTER SLOTS` may take.
     limit: Duration,
     known: Mutex<Known>,
+    /// Whether a failure to ask was said at warning level already.
+    warned: AtomicBool,
+    /// `host::forks()` when made: a forked child does not ask over its parent's connection.
+    forks: u64,
 }
 
 struct Known {
@@ -46,7 +52,9 @@ struct Known {
     /// A client per node, for pub/sub; `next` is the one to use, moved on after a failure.
     pubsub: Vec<redis::Client>,
     next: usize,
+    /// When the last asking ended, and whether one is under way.
     asked: Option<Instant>,
+    asking: bool,
 }
 
 impl ClusterNodes {
@@ -63,6 +71,7 @@ impl ClusterNodes {
             pubsub: clients(&seeds, certs.as_ref())?,
             next: 0,
             asked: None,
+            asking: false,
         };
         Ok(ClusterNodes {
             commands,
@@ -71,6 +80,8 @@ impl ClusterNodes {
             make,
             limit,
             known: Mutex::new(known),
+            warned: AtomicBool::new(false),
+            forks: crate::host::forks(),
         })
     }
 
@@ -94,19 +105,43 @@ impl ClusterNodes {
         self.known().next += 1;
     }
 
-    /// Asks the cluster for its nodes, unless it was asked less than a second ago, and
-    /// connects through them from now on. A failure to ask changes nothing.
-    pub(crate) async fn learn(&self) {
+    /// After a new connection failed: asks the cluster for its nodes in a task of its own
+    /// (the failed call does not wait for it), one asking at a time, and none within a
+    /// second of the last.
+    pub(crate) fn learn_soon(self: &Arc<Self>) {
+        if self.forks != crate::host::forks() {
+            return;
+        }
         {
             let mut known = self.known();
-            if known.asked.is_some_and(|t| t.elapsed() < ASK_EVERY) {
+            if known.asking || known.asked.is_some_and(|t| t.elapsed() < ASK_EVERY) {
                 return;
             }
-            known.asked = Some(Instant::now());
+            known.asking = true;
         }
+        let nodes = self.clone();
+        tokio::spawn(async move {
+            nodes.learn().await;
+            let mut known = nodes.known();
+            (known.asking, known.asked) = (false, Some(Instant::now()));
+        });
+    }
+
+    /// Asks the cluster for its nodes and connects through them from now on. A failure to
+    /// ask changes nothing (and is said once, at warning level).
+    pub(crate) async fn learn(&self) {
         let slots = match self.slots().await {
             Ok(slots) => slots,
-            Err(e) => return tracing::debug!(error = %e, "could not ask for the cluster's nodes"),
+            Err(e) => {
+                let warned = self.warned.swap(true, Ordering::Relaxed);
+                match warned {
+                    false => {
+                        tracing::warn!(error = %e, "could not ask the cluster for its nodes; new connections go through the seeds only for now")
+                    }
+                    true => tracing::debug!(error = %e, "could not ask the cluster for its nodes"),
+                }
+                return;
+            }
         };
         let mut nodes = self.seeds.clone();
         for (host, port) in addresses(&slots, false) {
@@ -127,21 +162,21 @@ impl ClusterNodes {
                 known.dedicated = dedicated;
                 known.pubsub = pubsub;
             }
-            Err(e) => tracing::debug!(error = %e, "could not use the cluster's nodes"),
+            Err(e) => tracing::warn!(error = %e, "could not use the nodes the cluster named"),
         }
     }
 }
 
 impl ClusterNodes {
-    /// The cluster's `CLUSTER SLOTS` reply.
+    /// The cluster's `CLUSTER SLOTS` reply, from a master (a replica that went silent
+    /// would hold the call for the whole limit).
     async fn slots(&self) -> Result<Value> {
         let mut ask = redis::cmd("CLUSTER");
         ask.arg("SLOTS");
-        let mut commands = self.commands.clone();
-        super::with_timeout(self.limit, "to ask for the cluster's nodes", async {
-            ask.query_async::<Value>(&mut commands).await
-        })
-        .await
+        let mut conn = self.commands.conn.clone();
+        let to = RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary);
+        let asked = conn.route_command(ask, to);
+        super::with_timeout(self.limit, "to ask for the cluster's nodes", asked).await
     }
 
     /// The `(host, port)` of each master that serves slots now.
