@@ -104,6 +104,22 @@ impl Error {
         }
     }
 
+    /// Whether the server refused the client's credentials (a wrong or missing password or
+    /// user): a `connection` error that waiting will not cure, unlike an unreachable server.
+    pub fn is_auth_failure(&self) -> bool {
+        let Error::Connection(m) = self else {
+            return false;
+        };
+        [
+            "NOAUTH",
+            "WRONGPASS",
+            "authentication failed",
+            "Authentication failed",
+        ]
+        .iter()
+        .any(|t| m.contains(t))
+    }
+
     /// This error, as seen by a call that waited for another call's attempt (a connection,
     /// a first reading of the settings) and shares its outcome: a time limit it names was
     /// the other call's, counted from before this call began.
@@ -176,6 +192,16 @@ fn outcome_said(e: &redis::RedisError, msg: String) -> String {
             "the reply from Redis was cut short or could not be read ({first}); whether the command ran is unknown"
         );
     }
+    // Connecting, not a request: refused (also when a layer above redis-rs carried the
+    // refusal as text), no master to connect to, no node to start from.
+    let connecting = [
+        "refused",
+        "no master from the sentinels",
+        "initial connections",
+    ];
+    if connecting.iter().any(|t| msg.contains(t)) {
+        return msg;
+    }
     if (e.is_io_error() || e.is_connection_dropped()) && !e.is_connection_refusal() {
         return format!("{msg} (if a command was on its way, whether it ran is unknown)");
     }
@@ -207,6 +233,12 @@ mod tests {
         let refused = Error::from(io(std::io::ErrorKind::ConnectionRefused, "refused"));
         assert_eq!(refused.kind(), ErrorKind::Connection);
         assert!(!refused.to_string().contains("unknown"), "{refused}");
+        // A refusal carried as text by a layer above redis-rs ran nothing either.
+        let text = io(
+            std::io::ErrorKind::Other,
+            "Connection refused (os error 111)",
+        );
+        assert!(!Error::from(text).to_string().contains("unknown"));
         let cut = redis::RedisError::from((
             redis::ErrorKind::Parse,
             "Incompatible type - Parse error at 9",

@@ -570,9 +570,16 @@ async fn offers_behind_one_that_got_no_reply_end_within_their_limit() {
     for (took, err) in &ended {
         assert!(*took < limit + Duration::from_secs(3), "{took:?}: {err}");
     }
-    // None sent twice, none stored that said it was not sent.
+    // Those that waited behind the first call say they were not sent, and none of them is
+    // stored: besides the first offer, only offers whose outcome is unknown may be.
+    let not_sent = ended
+        .iter()
+        .filter(|(_, e)| e.contains("it was not sent"))
+        .count();
+    assert!(not_sent >= 1, "{ended:?}");
+    let unknown = (ended.len() - not_sent) as u64;
     let stored = q.size().await.unwrap();
-    assert!((1..=9).contains(&stored), "{stored}");
+    assert!(stored <= 1 + unknown, "{stored} stored, {unknown} unknown");
     client.close();
 }
 

@@ -33,9 +33,10 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use super::{QueueInner, OFFER_CHUNK};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// The offers of one handle not yet sent, and whether someone is sending.
 #[derive(Default)]
@@ -60,6 +61,8 @@ struct Waiting {
     value: Vec<u8>,
     delay_ms: u64,
     reply: oneshot::Sender<Result<i64>>,
+    /// When `offer` was called.
+    joined: Instant,
 }
 
 impl State {
@@ -115,6 +118,21 @@ impl Coalescer {
         }
     }
 
+    /// Fails the offers not yet sent that joined before `before`, with `err`.
+    fn fail_joined_before(&self, before: Instant, err: &Error) {
+        let failed: VecDeque<Waiting> = {
+            let mut state = self.lock();
+            let (failed, kept) = std::mem::take(&mut state.waiting)
+                .into_iter()
+                .partition(|w| w.joined < before);
+            state.waiting = kept;
+            failed
+        };
+        for w in failed {
+            let _ = w.reply.send(Err(err.clone()));
+        }
+    }
+
     /// Gives up the role with nobody to take it over: what waits fails.
     fn abandon(&self, err: &Error) {
         let waiting = {
@@ -143,6 +161,7 @@ pub(super) fn join(inner: &Arc<QueueInner>, value: &[u8], delay_ms: u64) -> Join
         value,
         delay_ms,
         reply,
+        joined: Instant::now(),
     });
     Joined {
         inner: inner.clone(),
@@ -248,11 +267,11 @@ impl Drop for Batches {
 }
 
 /// One script call for a batch; each offer of it gets its due time, or the call's error.
-/// A call that failed only once its time ran out (no reply, or no connection, within it)
-/// fails the offers that waited behind it too, as not sent: an attempt of their own would
-/// begin as late as that, and take as long again (SPEC 10 bounds each call's time).
+/// A call that failed on the network (no reply or no connection in time, a connection
+/// lost) fails, as not sent, the offers that have waited behind it for longer than
+/// `CALL_MARGIN`: an attempt of their own (up to the response or connect timeout) would
+/// end past their time (SPEC 10). Under a silent partition they took twice the timeout.
 async fn send_batch(inner: Arc<QueueInner>, batch: Vec<Waiting>) {
-    let started = tokio::time::Instant::now();
     let sent = if inner.handle.is_closed() {
         Err(inner.handle.closed_error())
     } else {
@@ -260,12 +279,18 @@ async fn send_batch(inner: Arc<QueueInner>, batch: Vec<Waiting>) {
             .send_offers(batch.iter().map(|w| (&w.value[..], w.delay_ms)))
             .await
     };
-    let opts = inner.handle.client.inner.conn.options();
-    let limit = opts.response_timeout.min(opts.connect_timeout);
-    if sent.is_err() && started.elapsed() >= limit {
-        inner.offers.fail_waiting(&Error::Timeout(format!(
-            "no answer from Redis within {limit:?} to this queue handle's offer call before this offer, which it waited behind; this offer was not sent"
-        )));
+    if let Err(e) = &sent {
+        if matches!(e.kind(), ErrorKind::Connection | ErrorKind::Timeout) {
+            let margin = crate::handle::CALL_MARGIN;
+            if let Some(before) = Instant::now().checked_sub(margin) {
+                inner.offers.fail_joined_before(
+                    before,
+                    &Error::Timeout(format!(
+                        "this offer waited more than {margin:?} behind an earlier offer call of this queue handle, which failed ({e}); it was not sent, since an attempt of its own would end past its time"
+                    )),
+                );
+            }
+        }
     }
     match sent {
         Ok(due) => {
