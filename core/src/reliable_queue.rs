@@ -819,8 +819,7 @@ impl ReliableQueue {
             "ensure"
         };
         let mut before = None;
-        // (A handle that does not update gets the stored settings or "settings differ".)
-        if let Some(wanted) = self.inner.opts.shards.filter(|_| mode == "update") {
+        if let Some(wanted) = self.inner.opts.shards {
             before = self.check_shard_change(wanted).await?;
         }
         let settings = self.load_settings(mode).await?;
@@ -848,9 +847,17 @@ impl ReliableQueue {
             held.dead += s.dead;
         }
         if held != ReliableStats::default() {
+            // A handle that does not update the settings only needs to name the stored
+            // count (or none); draining the queue is the way to change it.
+            let how = match self.inner.opts.update_settings {
+                true => format!("its shards cannot change to {wanted} until it is empty"),
+                false => format!(
+                    "this handle names {wanted}: name {} or none (the stored count is used); to change it, update the settings once the queue is empty",
+                    stored.shards
+                ),
+            };
             return Err(Error::invalid(format!(
-                "queue {:?} has {} shard(s) and holds messages ({} delayed, {} ready, {} in flight, {} dead); \
-                 its shards cannot change to {wanted} until it is empty",
+                "queue {:?} has {} shard(s) and holds messages ({} delayed, {} ready, {} in flight, {} dead); {how}",
                 self.name(),
                 stored.shards,
                 held.delayed,

@@ -313,7 +313,7 @@ async fn one_shard_keeps_the_unsharded_layout_and_shards_stay_while_messages_do(
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(err.to_string().contains("cannot change to 4"), "{err}");
-    // A handle that only names 4 (no update) is told the settings differ, held or not.
+    // A handle that only names 4 (no update) is told to name the stored count or none.
     let err = c
         .reliable_queue("layout", sharded(4))
         .unwrap()
@@ -321,11 +321,21 @@ async fn one_shard_keeps_the_unsharded_layout_and_shards_stay_while_messages_do(
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
-    assert!(
-        err.to_string()
-            .contains("shards is 1 in Redis, this handle names 4"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("name 1 or none"), "{err}");
+    // Never stored, the count of a queue used without settings cannot change either.
+    let bare = c
+        .reliable_queue("bare", ReliableQueueOptions::default())
+        .unwrap();
+    bare.offer("x", Duration::ZERO, None).await.unwrap();
+    server.cli(&["DEL", "{dq:bare}:settings"]);
+    let err = c
+        .reliable_queue("bare", sharded(4))
+        .unwrap()
+        .stats()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("holds messages"), "{err}");
+    assert!(bare.receive(WAIT).await.unwrap().is_some());
     // Emptied: allowed; every shard gets a copy of the settings.
     q.transfer_now().await.unwrap();
     q.receive(WAIT).await.unwrap().unwrap().ack().await.unwrap();
