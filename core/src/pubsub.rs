@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::Connection;
@@ -122,7 +123,9 @@ const REFUSED_RETRY: Duration = Duration::from_secs(30);
 
 async fn keep_connected(conn: Connection, shared: Arc<Shared>, token: CancellationToken) {
     let mut backoff = Backoff(Duration::from_millis(50));
-    let mut refused = false;
+    // Channels the server refused (an ACL rule without them), and when: said once, not
+    // taken for a lost connection, and asked for again every REFUSED_RETRY.
+    let mut refused: HashMap<String, Instant> = HashMap::new();
     loop {
         // Connect only while some channel is wanted.
         while shared.wanted.lock().expect("subscriber lock").is_empty() {
@@ -133,39 +136,28 @@ async fn keep_connected(conn: Connection, shared: Arc<Shared>, token: Cancellati
         }
         let outcome = tokio::select! {
             _ = token.cancelled() => return,
-            r = serve(&conn, &shared) => r,
+            r = serve(&conn, &shared, &mut refused) => r,
         };
         if token.is_cancelled() {
             return;
         }
-        let pause = match outcome {
-            Ok(()) => {
-                (backoff, refused) = (Backoff(Duration::from_millis(50)), false);
-                backoff.next()
-            }
-            // A refusal, not a lost connection: said once, not at every attempt.
-            Err(e) if e.kind() == crate::ErrorKind::Server => {
-                if !refused {
-                    tracing::warn!(error = %Escaped(&e), "the server refused the pub/sub subscription (an ACL rule without the queue's channel?); due entries are moved at every reconcile interval instead; asking again every 30 s");
-                }
-                refused = true;
-                REFUSED_RETRY
-            }
-            Err(e) => {
-                refused = false;
-                tracing::warn!(error = %Escaped(&e), "pub/sub connection lost; reconnecting");
-                backoff.next()
-            }
-        };
+        match outcome {
+            Ok(()) => backoff = Backoff(Duration::from_millis(50)),
+            Err(e) => tracing::warn!(error = %Escaped(&e), "pub/sub connection lost; reconnecting"),
+        }
         tokio::select! {
             _ = token.cancelled() => return,
-            _ = tokio::time::sleep(pause) => {}
+            _ = tokio::time::sleep(backoff.next()) => {}
         }
     }
 }
 
 /// Serves one pub/sub connection until it fails (an error) or nothing is wanted (`Ok`).
-async fn serve(conn: &Connection, shared: &Shared) -> crate::Result<()> {
+async fn serve(
+    conn: &Connection,
+    shared: &Shared,
+    refused: &mut HashMap<String, Instant>,
+) -> crate::Result<()> {
     let (mut sink, mut stream) = conn.pubsub().await?.split();
     let mut subscribed: HashMap<String, Arc<Notify>> = HashMap::new();
     loop {
@@ -190,13 +182,29 @@ async fn serve(conn: &Connection, shared: &Shared) -> crate::Result<()> {
             subscribed.remove(&channel);
         }
         for (channel, notify) in wanted {
-            if let std::collections::hash_map::Entry::Vacant(slot) = subscribed.entry(channel) {
-                within(HEALTH_TIMEOUT, sink.subscribe(slot.key())).await?;
-                // Messages may have been missed while not subscribed.
-                notify.notify_one();
-                slot.insert(notify);
+            let recently = refused
+                .get(&channel)
+                .is_some_and(|t| t.elapsed() < REFUSED_RETRY);
+            if subscribed.contains_key(&channel) || recently {
+                continue;
             }
+            match tokio::time::timeout(HEALTH_TIMEOUT, sink.subscribe(&channel)).await {
+                Ok(Err(e)) if e.code() == Some("NOPERM") => {
+                    if refused.insert(channel.clone(), Instant::now()).is_none() {
+                        let e = crate::Error::from(e);
+                        tracing::warn!(channel = ?channel, error = %Escaped(&e), "the server refused the subscription (an ACL rule without this channel?); its queue's due entries move at every reconcile interval instead; asking again every 30 s");
+                    }
+                    continue;
+                }
+                subscribed_or_not => within_outcome(HEALTH_TIMEOUT, subscribed_or_not)?,
+            }
+            refused.remove(&channel);
+            // Messages may have been missed while not subscribed.
+            notify.notify_one();
+            subscribed.insert(channel, notify);
         }
+        // A refused channel is asked for again once its pause is over.
+        let retry = refused.values().map(|t| *t + REFUSED_RETRY).min();
         // Deliver messages until the wanted set changes or the connection fails.
         loop {
             tokio::select! {
@@ -212,6 +220,7 @@ async fn serve(conn: &Connection, shared: &Shared) -> crate::Result<()> {
                 _ = tokio::time::sleep(HEALTH_INTERVAL) => {
                     within(HEALTH_TIMEOUT, sink.ping::<redis::Value>()).await?;
                 }
+                _ = tokio::time::sleep_until(retry.unwrap_or_else(far_future)), if retry.is_some() => break,
             }
         }
     }
@@ -221,10 +230,22 @@ async fn within<T>(
     limit: Duration,
     fut: impl std::future::Future<Output = redis::RedisResult<T>>,
 ) -> crate::Result<T> {
-    match tokio::time::timeout(limit, fut).await {
+    within_outcome(limit, tokio::time::timeout(limit, fut).await)
+}
+
+/// The outcome of a request given `limit` on the pub/sub connection.
+fn within_outcome<T>(
+    limit: Duration,
+    outcome: std::result::Result<redis::RedisResult<T>, tokio::time::error::Elapsed>,
+) -> crate::Result<T> {
+    match outcome {
         Ok(r) => Ok(r?),
         Err(_) => Err(crate::Error::Connection(format!(
             "no answer on the pub/sub connection within {limit:?}"
         ))),
     }
+}
+
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(86_400)
 }
