@@ -371,20 +371,26 @@ async fn run(cli: Cli) -> CliResult<()> {
                 delayq::check_delayed_queue(q, &opts, cli.cluster)?;
                 delayq::check_reliable_queue(q, &ropts(reliable))?;
             }
+            // Listening from here on: a Ctrl-C while connecting, or right after the banner,
+            // must stop cleanly.
+            let stop = interrupted();
+            tokio::pin!(stop);
             // A daemon may start before Redis does (a host booting): it waits for it, and
-            // says so, instead of exiting. Other errors (a bad URL) end it.
+            // says so, instead of exiting. Other errors (a bad URL, a refused password) end it.
             let client = {
-                let stop = interrupted();
-                tokio::pin!(stop);
                 let mut pause = Duration::from_millis(500);
                 loop {
-                    match connect().await {
+                    let connected = tokio::select! {
+                        () = &mut stop => return Ok(()),
+                        connected = connect() => connected,
+                    };
+                    match connected {
                         Ok(client) => break client,
                         Err(e)
                             if matches!(
                                 e.kind(),
                                 delayq::ErrorKind::Connection | delayq::ErrorKind::Timeout
-                            ) =>
+                            ) && !e.is_auth_failure() =>
                         {
                             eprintln!(
                                 "delayq: cannot reach Redis yet ({e}); trying again in {:.1} s (Ctrl-C to stop)",
@@ -427,8 +433,6 @@ async fn run(cli: Cli) -> CliResult<()> {
                     handles.push(Handle::Delayed(client.delayed_queue_with(q, opts.clone())?));
                 }
             }
-            // Listen before saying so: a Ctrl-C right after the banner must stop cleanly.
-            let stop = interrupted();
             eprintln!(
                 "delayq: moving due entries of {} on {} (Ctrl-C to stop)",
                 queues.join(", "),
@@ -469,7 +473,7 @@ async fn run(cli: Cli) -> CliResult<()> {
                 std::future::pending::<()>().await
             };
             tokio::select! {
-                _ = stop => {}
+                () = &mut stop => {}
                 _ = watch => {}
             }
             drop(handles);

@@ -304,6 +304,30 @@ fn transfer_started_before_redis_waits_for_it() {
     assert_eq!(moved, "1", "moved once Redis was up");
 }
 
+/// A refused password is no server still starting: `transfer` exits 1 and says why.
+#[test]
+fn transfer_ends_on_a_refused_password() {
+    let server = RedisServer::start();
+    assert_eq!(server.cli(&["CONFIG", "SET", "requirepass", "right"]), "OK");
+    let url = format!("redis://:wrong@127.0.0.1:{}", server.port);
+    let mut transfer = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--url", &url, "transfer", "pw"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while transfer.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ended = transfer.try_wait().unwrap();
+    let _ = transfer.kill();
+    let out = transfer.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(ended.and_then(|s| s.code()), Some(1), "{said}");
+    assert!(!said.contains("cannot reach Redis yet"), "{said}");
+    assert!(!said.contains("wrong"), "{said}");
+}
+
 /// A reliable queue created after `transfer` started (named without `--reliable`) is
 /// found and moved too.
 #[test]
