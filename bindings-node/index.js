@@ -222,9 +222,12 @@ function unaliased(options, what, known, aliases) {
     if (!present(o[name])) o[name] = o[alias];
     delete o[alias];
   }
-  // null is no option given, as undefined (and None in Python): the default.
-  for (const key of Object.keys(o)) if (o[key] === null) delete o[key];
-  return o;
+  return withoutNulls(o);
+}
+
+/** A copy of `o` without its null fields: null is no option given, as undefined (and None in Python). */
+function withoutNulls(o) {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null));
 }
 
 /** Queue options with their milliseconds type-checked (core checks the values). */
@@ -248,13 +251,15 @@ function queueOptions(options, what, known) {
 }
 
 /** Connection options with the durability option's numbers converted. */
-function clientOptions(options) {
-  if (optionsObject(options, 'connect options', ['cluster', 'tls', 'durability']) === undefined) return undefined;
+function clientOptions(given) {
+  if (optionsObject(given, 'connect options', ['cluster', 'tls', 'durability']) === undefined) return undefined;
+  const options = withoutNulls(given);
   checkBoolean(options.cluster, 'cluster');
-  const tls = optionsObject(options.tls, 'tls options', ['caFile', 'certFile', 'keyFile']) || {};
+  const tls = withoutNulls(optionsObject(options.tls, 'tls options', ['caFile', 'certFile', 'keyFile']) || {});
   for (const key of ['caFile', 'certFile', 'keyFile']) {
     if (present(tls[key]) && typeof tls[key] !== 'string') throw invalid(`tls.${key} must be a file path (a string), not ${typeName(tls[key])}`);
   }
+  if (options.tls !== undefined) options.tls = tls;
   const durability = unaliased(options.durability, 'durability options', ['replicas', 'aof', 'timeoutMs'], { timeout: 'timeoutMs' });
   if (durability === undefined) return options;
   checkBoolean(durability.aof, 'durability.aof');

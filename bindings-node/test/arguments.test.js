@@ -372,4 +372,9 @@ test('an option given as null is the default, as if left out', async () => {
   assert.equal((await rq.settings()).visibilityTimeoutMs, 30_000);
   dq.close();
   rq.close();
+  for (const options of [{ cluster: null }, { tls: null }, { durability: null }, { tls: { caFile: null } }, { durability: { replicas: null } }]) {
+    const c = await delayq.Client.connect(redis.url, options);
+    assert.equal(await c.delayedQueue(queueName()).size(), 0, JSON.stringify(options));
+    c.close();
+  }
 });
