@@ -33,7 +33,8 @@ pub struct BenchArgs {
     /// Waiting entries in the memory benchmark.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     memory_entries: u64,
-    /// Payload size in bytes (offer and memory benchmarks).
+    /// Payload size in bytes (every benchmark but the two lateness ones, whose values are
+    /// their sequence numbers as text, 1 to 7 bytes).
     #[arg(long, default_value_t = 44)]
     value_size: usize,
     /// Messages in the reliable-consume throughput benchmark.
@@ -88,6 +89,19 @@ enum Which {
 
 pub async fn run(url: &str, args: BenchArgs) -> Result<()> {
     let client = Client::connect(url).await?;
+    // The conditions every figure below shares: a debug build's are no release build's.
+    let info: String = client.query(redis::cmd("INFO").arg("server")).await?;
+    let version = info.lines().find_map(|l| l.strip_prefix("redis_version:"));
+    println!(
+        "delayq bench: {} build, Redis {}, {} cores",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        version.unwrap_or("?").trim(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
     let w = args.which;
     if w == Which::All || w == Which::Offer {
         offer(&client, url, &args).await?;
@@ -161,8 +175,10 @@ async fn delete_queue(
 /// Offer throughput beside redis-benchmark running the same script with EVALSHA.
 async fn offer(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
     println!(
-        "== offer throughput ({} offers, {} in flight, {}-byte values)",
-        args.ops, args.concurrency, args.value_size
+        "== offer throughput ({} offers due in 1 h, {} in flight, {}-byte values)",
+        args.ops / args.concurrency * args.concurrency,
+        args.concurrency,
+        args.value_size
     );
     let name = fresh_name("offer");
     let queue = client.delayed_queue_with(
@@ -226,7 +242,7 @@ async fn offer(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
             "-c",
             &args.concurrency.to_string(),
             "-n",
-            &args.ops.to_string(),
+            &(per_task * args.concurrency).to_string(), // as many as delayq offered
             "-r",
             "100000000",
             "-q",
@@ -296,7 +312,7 @@ fn unix_ms_f64() -> f64 {
 /// Lateness: due time to a consumer holding the value, at a steady offer rate.
 async fn lateness(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
     println!(
-        "== lateness, delayed queue ({} offers/s for {} s, 100 ms delay, one consumer)",
+        "== lateness, delayed queue ({} offers/s for {} s, 100 ms delay, one consumer; values: sequence numbers, 1-7 bytes)",
         args.rate, args.seconds
     );
     let name = fresh_name("lateness");
@@ -883,7 +899,7 @@ where
 /// order): the floor for this data layout.
 async fn drain(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
     println!(
-        "== drain ({} due entries, {}-byte values)",
+        "== drain ({} entries all due at once, in offer order; {}-byte values)",
         args.entries, args.value_size
     );
     let name = fresh_name("drain");
@@ -1172,7 +1188,7 @@ async fn slow_script_calls(
 async fn memory(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
     let n = args.memory_entries;
     println!(
-        "== memory ({n} waiting entries, {}-byte values)",
+        "== memory ({n} waiting entries, all due in 1 h; {}-byte values)",
         args.value_size
     );
     let mut conn = raw(url).await?;
@@ -1392,7 +1408,7 @@ async fn reliable_consume(client: &Client, url: &str, args: &BenchArgs) -> Resul
     // Lateness: server time at handler start minus the message's due time.
     let total = (args.consume_rate * args.seconds) as usize;
     println!(
-        "== reliable queue consume lateness ({} offers/s for {} s, due now+100 ms, one consume(…, {conc}))",
+        "== reliable queue consume lateness ({} offers/s for {} s, due now+100 ms, one consume(…, {conc}); values: sequence numbers, 1-7 bytes)",
         args.consume_rate, args.seconds
     );
     let lq = client.reliable_queue(&fresh_name("rq-consume-late"), Default::default())?;
