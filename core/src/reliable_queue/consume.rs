@@ -311,7 +311,9 @@ impl ReliableQueue {
     /// get up to `deadline` to finish and are acked or nacked, deliveries received but not
     /// started are given back (not counted as attempts), then the handle closes. Nothing
     /// a handler finished is processed again because of the shutdown. Handlers still
-    /// running at the deadline are abandoned and their messages given back. The future
+    /// running at the deadline are abandoned and their messages given back, their attempt
+    /// not counted (so a handler that is still running at every shutdown never takes its
+    /// message to `max_attempts`: a timeout of its own ends it). The future
     /// owns the handle from the start: dropped before it finishes (a cancelled task, a
     /// binding's Ctrl-C), even before its first poll, it closes the handle at once.
     pub fn close_gracefully(
