@@ -841,7 +841,15 @@ impl ReliableQueue {
         for shard in 0..stored.shards {
             let keys = ReliableKeys::shard(self.name(), shard, stored.shards)?;
             let s = stats_of(&mut self.commands(), &keys).await?;
-            held.delayed += s.delayed;
+            // The delayed count can under-read (it never goes below 0, though entries
+            // written by hand were set aside): the wheel's own keys say whether any waits.
+            let mut waiting = redis::cmd("EXISTS");
+            waiting.arg(&keys.near).arg(&keys.wheel);
+            for level in 1..WHEEL_LEVELS.len() {
+                waiting.arg(format!("{}wheel{level}", keys.prefix));
+            }
+            let waiting: u64 = waiting.query_async(&mut self.commands()).await?;
+            held.delayed += s.delayed.max(u64::from(waiting > 0));
             held.ready += s.ready;
             held.in_flight += s.in_flight;
             held.dead += s.dead;

@@ -613,6 +613,15 @@ async fn entries_set_aside_never_take_the_delayed_count_below_zero() {
     assert_eq!(corrupt, 2);
     let delayed = q.stats().await.unwrap().delayed;
     assert!(delayed <= 1, "{delayed}");
+    // A count that under-reads does not let the shards change under the waiting message.
+    let change = ReliableQueueOptions {
+        shards: Some(4),
+        update_settings: true,
+        ..no_transfer(1000)
+    };
+    let refused = c.reliable_queue("uncounted", change).unwrap().stats().await;
+    let err = refused.expect_err("the queue holds a message");
+    assert!(err.to_string().contains("holds messages"), "{err}");
     assert!(q.cancel(&good).await.unwrap());
     assert_eq!(q.stats().await.unwrap().delayed, 0);
 }
