@@ -304,6 +304,22 @@ mod tests {
         let settings = node.redis_settings();
         assert_eq!(settings.username(), Some("user"));
         assert_eq!(settings.password(), Some("secret"));
+        // A TLS seed's nodes are reached over TLS, with its hostname check.
+        let seed = "rediss://u:pw@127.0.0.1:7000"
+            .into_connection_info()
+            .unwrap();
+        let node = at(&seed, "10.0.0.3", 7002).unwrap();
+        let ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure,
+            ..
+        } = node.addr()
+        else {
+            panic!("{:?}", node.addr())
+        };
+        assert_eq!((host.as_str(), *port, *insecure), ("10.0.0.3", 7002, false));
+        assert_eq!(node.redis_settings().password(), Some("pw"));
     }
 
     use redis::IntoConnectionInfo;
