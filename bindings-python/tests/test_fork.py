@@ -26,6 +26,14 @@ def wait_for(pid, seconds, hung):
         time.sleep(0.01)
 """
 
+
+def run(program: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Runs `program` in a new interpreter with `args` (fork() with threads running warns)."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    command = [sys.executable, "-c", program, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+
+
 PROGRAM = WAIT_FOR + textwrap.dedent(
     """
     import os, sys, time, warnings, delayq
@@ -68,14 +76,7 @@ PROGRAM = WAIT_FOR + textwrap.dedent(
 
 @pytest.mark.parametrize("scheduler", ["scheduler", "no-scheduler"])
 def test_a_forked_child_opens_connections_of_its_own(url: str, name: str, scheduler: str) -> None:
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    done = subprocess.run(
-        [sys.executable, "-c", PROGRAM, url, name, scheduler],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    done = run(PROGRAM, url, name, scheduler, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "parent wrong 0 child wrong 0\nstored 601\n", done.stderr
 
@@ -145,14 +146,7 @@ def test_a_new_client_in_a_forked_child_works_and_the_parent_goes_on(
     pre-forking server's worker): it runs on a runtime of the child's, and nothing of the
     parent's runtime is touched (its I/O driver's epoll instance is shared with the child:
     a socket registered there by the child broke the parent's driver, which aborted)."""
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    done = subprocess.run(
-        [sys.executable, "-c", NEW_CLIENT_IN_CHILD, url, name, scheduler],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    done = run(NEW_CLIENT_IN_CHILD, url, name, scheduler, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.endswith("done\n"), done.stdout + done.stderr
 
@@ -185,14 +179,7 @@ EXIT_IN_CHILD = WAIT_FOR + textwrap.dedent(
 
 def test_a_forked_child_exits_while_a_parent_thread_waits(url: str, name: str) -> None:
     """The exit hook waits for the blocking calls of this process's threads only."""
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    done = subprocess.run(
-        [sys.executable, "-c", EXIT_IN_CHILD, url, name],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    done = run(EXIT_IN_CHILD, url, name, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "child exit 0\n", done.stdout + done.stderr
 
@@ -234,13 +221,6 @@ BUSY_PARENT = WAIT_FOR + textwrap.dedent(
 def test_a_child_offers_on_a_handle_its_parent_was_offering_on(url: str, name: str) -> None:
     """Offers in flight on a handle when the process forks are the parent's: the child's
     offers on that handle do not wait for them."""
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    done = subprocess.run(
-        [sys.executable, "-c", BUSY_PARENT, url, name],
-        capture_output=True,
-        text=True,
-        timeout=150,
-        env=env,
-    )
+    done = run(BUSY_PARENT, url, name, timeout=150)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "done\n", done.stdout + done.stderr
