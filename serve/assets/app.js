@@ -216,14 +216,14 @@ $('#token-form').addEventListener('submit', (e) => {
 });
 $('#cancel-form').addEventListener('submit', (e) => {
   e.preventDefault();
-  const id = $('#cancel-id').value.trim();
-  act(() => api('DELETE', qpath() + '/messages/' + encodeURIComponent(id)), () => 'cancelled ' + id);
+  const id = $('#cancel-id').value; // as typed: an id may begin or end with spaces
+  act(() => api('DELETE', qpath() + '/messages/' + encodeURIComponent(id)), () => 'cancelled ' + JSON.stringify(id));
 });
 $('#reschedule-form').addEventListener('submit', (e) => {
   e.preventDefault();
-  const id = $('#reschedule-id').value.trim();
+  const id = $('#reschedule-id').value;
   const ms = Number($('#reschedule-ms').value || 0);
-  act(() => api('POST', qpath() + '/messages/' + encodeURIComponent(id) + '/reschedule', { delay_ms: ms }), (r) => 'rescheduled ' + id + ', due ' + new Date(r.due_at).toLocaleTimeString());
+  act(() => api('POST', qpath() + '/messages/' + encodeURIComponent(id) + '/reschedule', { delay_ms: ms }), (r) => 'rescheduled ' + JSON.stringify(id) + ', due ' + new Date(r.due_at).toLocaleTimeString());
 });
 $('#requeue-all').addEventListener('click', () => act(() => api('POST', qpath() + '/dead-letters/requeue', {}), (r) => 'requeued ' + r.requeued));
 $('#purge').addEventListener('click', () => {

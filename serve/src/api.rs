@@ -18,6 +18,7 @@ use axum::{Json, Router};
 use base64::Engine;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use utoipa::OpenApi;
 
 use crate::auth;
@@ -143,18 +144,45 @@ fn no_body(bytes: &Bytes) -> ApiResult<()> {
     })
 }
 
-/// The bytes of a request's `payload`: a JSON string's UTF-8 bytes, or the compact JSON
-/// text of any other value (`{"order": 42}` is stored as `{"order":42}`); null is none.
-fn payload_text(payload: Option<serde_json::Value>) -> Option<Vec<u8>> {
-    match payload? {
-        serde_json::Value::Null => None,
-        serde_json::Value::String(s) => Some(s.into_bytes()),
-        json => Some(json.to_string().into_bytes()),
+/// The bytes of a request's `payload`: a JSON string's UTF-8 bytes, or the JSON text of
+/// any other value as the request wrote it, less the whitespace between its tokens
+/// (`{"order": 42}` is stored as `{"order":42}`; key order, repeated keys and the digits
+/// of numbers are kept, since a receiver may hash or sign them); null is none.
+fn payload_text(payload: Option<Box<RawValue>>) -> ApiResult<Option<Vec<u8>>> {
+    let Some(raw) = payload else { return Ok(None) };
+    let text = raw.get();
+    if text.starts_with('"') {
+        let s: String = serde_json::from_str(text)
+            .map_err(|e| ApiError::invalid(format!("payload is not a JSON string: {e}")))?;
+        return Ok(Some(s.into_bytes()));
     }
+    Ok(Some(compact(text).into_bytes()))
 }
 
-fn payload_of(payload: Option<serde_json::Value>, b64: Option<String>) -> ApiResult<Vec<u8>> {
-    let bytes = match (payload_text(payload), b64) {
+/// `json` without the whitespace between its tokens (strings are kept as they are).
+fn compact(json: &str) -> String {
+    let (mut out, mut in_string, mut escaped) = (String::with_capacity(json.len()), false, false);
+    for c in json.chars() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if matches!(c, ' ' | '\t' | '\n' | '\r') {
+            continue;
+        } else {
+            in_string = c == '"';
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn payload_of(payload: Option<Box<RawValue>>, b64: Option<String>) -> ApiResult<Vec<u8>> {
+    let bytes = match (payload_text(payload)?, b64) {
         (Some(t), None) => t,
         (None, Some(b)) => base64::engine::general_purpose::STANDARD
             .decode(b.trim())
@@ -632,8 +660,10 @@ async fn put_settings(
 #[serde(deny_unknown_fields)]
 pub(crate) struct OfferRequest {
     /// The payload: a string (its UTF-8 bytes are stored), or any other JSON value (stored
-    /// as its compact JSON text, which answers and webhooks give back).
-    payload: Option<serde_json::Value>,
+    /// as its JSON text without whitespace between tokens, which answers and webhooks
+    /// give back).
+    #[schema(value_type = Option<serde_json::Value>)]
+    payload: Option<Box<RawValue>>,
     /// The payload as standard base64 (binary payloads).
     payload_base64: Option<String>,
     /// Delay before it is due, in ms (default 0; at most 2^50).
@@ -641,7 +671,9 @@ pub(crate) struct OfferRequest {
     #[schema(maximum = 1125899906842624_u64)]
     delay_ms: u64,
     /// Your id (1 to 256 bytes): an offer with an id still waiting or in flight creates
-    /// nothing (`created: false`). Default: a generated one.
+    /// nothing (`created: false`). Default: a generated one. (The schema can bound its
+    /// characters only; the service refuses more than 256 UTF-8 bytes.)
+    #[schema(min_length = 1, max_length = 256)]
     id: Option<String>,
     /// POST the message to this http(s) URL when due (see docs/serve.md, webhooks). A queue
     /// holds either messages with a `callback_url` (a webhook queue) or messages without;
@@ -1457,7 +1489,8 @@ async fn get_delayed(
 #[serde(deny_unknown_fields)]
 pub(crate) struct DelayedOfferRequest {
     /// As an offer's to a reliable queue: a string, or any other JSON value as its text.
-    payload: Option<serde_json::Value>,
+    #[schema(value_type = Option<serde_json::Value>)]
+    payload: Option<Box<RawValue>>,
     payload_base64: Option<String>,
     #[serde(default)]
     delay_ms: u64,

@@ -88,15 +88,22 @@ function check(cond, what) {
     await api('POST', '/v1/queues/dl/messages', { payload: 'r', id: 'move-me', delay_ms: 600000 });
     await page.fill('[data-testid=cancel-id]', 'cancel-me');
     await page.click('[data-testid=cancel]');
-    await page.locator('[data-testid=status]', { hasText: 'cancelled cancel-me' }).waitFor();
+    await page.locator('[data-testid=status]', { hasText: 'cancelled "cancel-me"' }).waitFor();
     await page.fill('[data-testid=cancel-id]', 'cancel-me');
     await page.click('[data-testid=cancel]');
     await page.locator('[data-testid=status]', { hasText: 'not_found' }).waitFor();
     check(true, 'cancel by id, and a second cancel says not found');
+    // An id is taken as typed: " pad " is another message than "pad".
+    await api('POST', '/v1/queues/dl/messages', { payload: 'p1', id: ' pad ', delay_ms: 600000 });
+    await api('POST', '/v1/queues/dl/messages', { payload: 'p2', id: 'pad', delay_ms: 600000 });
+    await page.fill('[data-testid=cancel-id]', ' pad ');
+    await page.click('[data-testid=cancel]');
+    await page.locator('[data-testid=status]', { hasText: 'cancelled " pad "' }).waitFor();
+    check((await api('DELETE', '/v1/queues/dl/messages/pad')).cancelled === true, 'cancel of " pad " left "pad" alone');
     await page.fill('[data-testid=reschedule-id]', 'move-me');
     await page.fill('[data-testid=reschedule-ms]', '0');
     await page.click('[data-testid=reschedule]');
-    await page.locator('[data-testid=status]', { hasText: 'rescheduled move-me' }).waitFor();
+    await page.locator('[data-testid=status]', { hasText: 'rescheduled "move-me"' }).waitFor();
     await page.waitForFunction(() => {
       const td = document.querySelector('#reliable tr[data-queue="dl"] td[data-count="ready"]');
       return td && td.textContent === '2';
