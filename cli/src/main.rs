@@ -38,20 +38,44 @@ struct Cli {
     #[arg(long, global = true)]
     cluster: bool,
     /// For rediss:// URLs: a CA certificate (PEM) to trust instead of the system's roots.
-    #[arg(long, global = true, env = "DELAYQ_TLS_CA_FILE", value_name = "PEM")]
+    #[arg(
+        long,
+        global = true,
+        env = "DELAYQ_TLS_CA_FILE",
+        hide_env_values = true,
+        value_name = "PEM"
+    )]
     tls_ca_file: Option<PathBuf>,
     /// For rediss:// URLs: a client certificate (PEM), for servers that require one.
-    #[arg(long, global = true, env = "DELAYQ_TLS_CERT_FILE", value_name = "PEM")]
+    #[arg(
+        long,
+        global = true,
+        env = "DELAYQ_TLS_CERT_FILE",
+        hide_env_values = true,
+        value_name = "PEM"
+    )]
     tls_cert_file: Option<PathBuf>,
     /// The private key (PEM) of --tls-cert-file.
-    #[arg(long, global = true, env = "DELAYQ_TLS_KEY_FILE", value_name = "PEM")]
+    #[arg(
+        long,
+        global = true,
+        env = "DELAYQ_TLS_KEY_FILE",
+        hide_env_values = true,
+        value_name = "PEM"
+    )]
     tls_key_file: Option<PathBuf>,
     /// Durability: offers and acks wait until N replicas have them (WAIT).
-    #[arg(long, global = true, env = "DELAYQ_WAIT_REPLICAS", value_name = "N")]
+    #[arg(
+        long,
+        global = true,
+        env = "DELAYQ_WAIT_REPLICAS",
+        hide_env_values = true,
+        value_name = "N"
+    )]
     wait_replicas: Option<u32>,
     /// Durability: also wait for the append-only file of the master and the replicas
     /// (WAITAOF, Redis 7.2+).
-    #[arg(long, global = true, env = "DELAYQ_WAIT_AOF")]
+    #[arg(long, global = true, env = "DELAYQ_WAIT_AOF", hide_env_values = true)]
     wait_aof: bool,
     /// Durability: how long offers and acks wait for --wait-replicas/--wait-aof; a write
     /// not confirmed in time fails (it was applied on the master, but may not survive a
@@ -60,11 +84,13 @@ struct Cli {
         long,
         global = true,
         env = "DELAYQ_WAIT_TIMEOUT_MS",
+        hide_env_values = true,
         value_name = "MS",
         default_value_t = 1000
     )]
     wait_timeout_ms: u64,
-    /// Exchange values as base64 instead of raw UTF-8 (offer reads it, take prints it).
+    /// For offer and take: values as base64 instead of raw UTF-8 (offer reads it,
+    /// take prints it).
     #[arg(long, global = true)]
     base64: bool,
     #[command(subcommand)]
@@ -99,7 +125,8 @@ enum Command {
     /// ready even when no process runs the transfer task).
     Stats { queue: String },
     /// Run the transfer task for these queues in the foreground until interrupted. Started
-    /// before Redis is reachable, it says so and tries again (every 0.5 s, up to 10 s).
+    /// before Redis is reachable, it says so and keeps trying (0.5 s apart at first,
+    /// doubling to 10 s).
     Transfer {
         #[arg(required = true)]
         queues: Vec<String>,

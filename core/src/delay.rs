@@ -23,8 +23,7 @@ pub fn duration_to_millis(delay: Duration, what: &str) -> Result<u64> {
     let ms = delay.as_nanos().div_ceil(1_000_000);
     if ms > MAX_DELAY_MS as u128 {
         return Err(Error::invalid(format!(
-            "{what} of {} ms overflows: at most {MAX_DELAY_MS} ms",
-            shown(ms as f64)
+            "{what} of {ms} ms overflows: at most {MAX_DELAY_MS} ms"
         )));
     }
     Ok(ms as u64)
@@ -32,7 +31,9 @@ pub fn duration_to_millis(delay: Duration, what: &str) -> Result<u64> {
 
 /// A number as an error shows it: `1e300`, not three hundred digits.
 fn shown(x: f64) -> String {
-    if x.is_finite() && x.abs() >= 1e15 {
+    if x.fract() == 0.0 && x.abs() <= 9_007_199_254_740_992.0 {
+        format!("{x:.0}") // a whole number (exact up to 2^53) in digits, as it was written
+    } else if x.is_finite() && x.abs() >= 1e15 {
         format!("{x:e}")
     } else {
         format!("{x}")
@@ -338,6 +339,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.ends_with(" ms overflows"), "{err}");
+    }
+
+    #[test]
+    fn an_overflowing_delay_is_shown_as_written() {
+        let err = |r: Result<Duration>| r.unwrap_err().to_string();
+        let over = (MAX_DELAY_MS + 1) as f64;
+        let text = err(delay_from_millis_f64(over));
+        assert!(
+            text.contains("delay of 1125899906842625 ms overflows"),
+            "{text}"
+        );
+        let text = delay_to_millis(Duration::from_millis(MAX_DELAY_MS + 1));
+        let text = text.unwrap_err().to_string();
+        assert!(
+            text.contains("delay of 1125899906842625 ms overflows"),
+            "{text}"
+        );
+        let text = err(delay_from_millis_f64(1e300));
+        assert!(text.contains("delay of 1e300 ms overflows"), "{text}");
+        let text = err(delay_from_millis_f64(-2.5));
+        assert!(text.contains("got -2.5 ms"), "{text}");
     }
 
     #[test]

@@ -198,10 +198,31 @@ impl DelayedQueue {
     /// The number of entries still waiting for their due time.
     pub async fn size(&self) -> Result<u64> {
         self.check_open()?;
-        Ok(redis::cmd("LLEN")
-            .arg(&self.inner.keys.queue_list)
+        let mut llen = redis::cmd("LLEN");
+        self.waiting(llen.arg(&self.inner.keys.queue_list)).await
+    }
+
+    /// Runs `read` (of the queue list) beside a `ZCARD` of the timeout set, so that a call
+    /// that reads the list alone, as Redisson's do, still fails as `WrongType` when either
+    /// key holds another type.
+    async fn waiting<T: redis::FromRedisValue>(&self, read: &redis::Cmd) -> Result<T> {
+        let keys = &self.inner.keys;
+        let mut pipe = redis::pipe();
+        pipe.add_command(read.clone())
+            .cmd("ZCARD")
+            .arg(&keys.timeout_set);
+        let reply: Result<(T, u64)> = pipe
             .query_async(&mut self.commands())
-            .await?)
+            .await
+            .map_err(Error::from);
+        match reply {
+            Ok((read, _)) => Ok(read),
+            Err(Error::WrongType(_)) => {
+                let typed = [(&keys.queue_list, "list"), (&keys.timeout_set, "zset")];
+                Err(self.wrong_typed(&typed).await)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Whether a waiting entry holds `value`.
@@ -210,6 +231,7 @@ impl DelayedQueue {
         check_value(value.as_ref())?;
         let found: i64 = scripts::CONTAINS
             .key(&self.inner.keys.queue_list)
+            .key(&self.inner.keys.timeout_set)
             .arg(value.as_ref())
             .invoke_async(&mut self.commands())
             .await?;
@@ -232,12 +254,9 @@ impl DelayedQueue {
     /// The values still waiting, in offer order. Undecodable entries are skipped.
     pub async fn read_all(&self) -> Result<Vec<Vec<u8>>> {
         self.check_open()?;
-        let packed: Vec<Vec<u8>> = redis::cmd("LRANGE")
-            .arg(&self.inner.keys.queue_list)
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut self.commands())
-            .await?;
+        let mut lrange = redis::cmd("LRANGE");
+        let lrange = lrange.arg(&self.inner.keys.queue_list).arg(0).arg(-1);
+        let packed: Vec<Vec<u8>> = self.waiting(lrange).await?;
         Ok(packed
             .iter()
             .filter_map(|p| match codec::unpack(p) {
@@ -352,12 +371,14 @@ impl DelayedQueue {
         for key in lists {
             pipe.cmd("LLEN").arg(key);
         }
-        let (delayed, ready, corrupt): (u64, u64, u64) = match pipe
-            .query_async(&mut self.commands())
-            .await
-            .map_err(Error::from)
-        {
-            Err(Error::WrongType(_)) => return Err(self.wrong_typed(&lists).await),
+        pipe.cmd("ZCARD").arg(&keys.timeout_set); // (for its type: as `waiting`)
+        let reply = pipe.query_async(&mut self.commands()).await;
+        let (delayed, ready, corrupt, _): (u64, u64, u64, u64) = match reply.map_err(Error::from) {
+            Err(Error::WrongType(_)) => {
+                let mut typed = lists.map(|key| (key, "list")).to_vec();
+                typed.push((&keys.timeout_set, "zset"));
+                return Err(self.wrong_typed(&typed).await);
+            }
             counts => counts?,
         };
         Ok(DelayedStats {
@@ -367,18 +388,19 @@ impl DelayedQueue {
         })
     }
 
-    /// The error of a command that met a key of another type among `lists`: it names the
-    /// key and its type (redis-rs's pipeline error names neither).
-    async fn wrong_typed(&self, lists: &[&String]) -> Error {
-        for key in lists {
+    /// The error of a command that met a key of another type among `typed` (each key with
+    /// the type it should have): it names the key and its type (redis-rs's pipeline error
+    /// names neither).
+    async fn wrong_typed(&self, typed: &[(&String, &str)]) -> Error {
+        for &(key, want) in typed {
             let found: Result<String> = redis::cmd("TYPE")
                 .arg(key)
                 .query_async(&mut self.commands())
                 .await
                 .map_err(Error::from);
             match found {
-                Ok(t) if t != "list" && t != "none" => {
-                    return Error::WrongType(format!("key {key} holds a {t}, not a list"));
+                Ok(t) if t != want && t != "none" => {
+                    return Error::WrongType(format!("key {key} holds a {t}, not a {want}"));
                 }
                 Ok(_) => {}
                 Err(e) => return e,

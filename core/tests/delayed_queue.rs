@@ -280,9 +280,34 @@ async fn wrong_type_is_its_own_error_and_writes_nothing() {
     ] {
         assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
     }
+    // The timeout set of another type: calls that read the list alone say so too.
+    server.cli(&["SET", "redisson_delay_queue_timeout:{third}", "x"]);
+    let t = c
+        .delayed_queue_with(
+            "third",
+            SchedulerOptions {
+                enabled: false,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    for err in [
+        t.offer("x", LONG).await.unwrap_err(),
+        t.size().await.unwrap_err(),
+        t.contains("x").await.unwrap_err(),
+        t.remove("x").await.unwrap_err(),
+        t.read_all().await.unwrap_err(),
+        t.clear().await.unwrap_err(),
+        t.stats().await.unwrap_err(),
+        t.poll().await.unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+        let named = "key redisson_delay_queue_timeout:{third} holds a string, not a zset";
+        assert!(err.to_string().contains(named), "{err}");
+    }
     assert_eq!(
         server.cli(&["DBSIZE"]),
-        "2",
+        "3",
         "nothing was written or deleted"
     );
 }

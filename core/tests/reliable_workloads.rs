@@ -827,6 +827,19 @@ async fn a_wrong_typed_key_fails_a_call_before_it_writes() {
     server.cli(&["DEL", "{dq:typed}:leases"]);
     assert_eq!(q.stats().await.unwrap().in_flight, 1);
     assert!(d.ack().await.unwrap());
+    // stats reads counters, yet says when a key that holds messages has another type.
+    for key in ["{dq:typed}:near", "{dq:typed}:wheel", "{dq:typed}:wheel2"] {
+        server.cli(&["SET", key, "oops"]);
+        let err = q.stats().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::WrongType, "{key}: {err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("key {key} holds a string")),
+            "{err}"
+        );
+        server.cli(&["DEL", key]);
+    }
+    assert_eq!(q.stats().await.unwrap().in_flight, 0);
     c.close();
 }
 

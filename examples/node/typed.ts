@@ -7,7 +7,7 @@ async function main(): Promise<void> {
   const due: number = await orders.offer('hello', 2000)
   const value: Buffer | null = await orders.take({ timeoutMs: 5000 })
   console.log(due, value?.toString())
-  const jobs = client.reliableQueue('jobs', { visibilityTimeoutMs: 30_000n, maxAttempts: 5, backoffMs: [15_000, 180_000n] })
+  const jobs = client.reliableQueue('jobs', { visibilityTimeoutMs: 30_000n, maxAttempts: 5, backoffMs: [15_000, 180_000n, 600_000] })
   const id: string = await jobs.offer(Buffer.from('job'), 0n, 'job-1')
   const d = await jobs.receive(1000n)
   if (d !== null) await d.ack()

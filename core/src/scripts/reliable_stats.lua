@@ -2,9 +2,13 @@
 -- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua.
 -- Returns {delayed, ready, in flight, dead}. The group's pending count comes from
 -- XINFO GROUPS, which does not walk the consumers.
-local err = wrong_type(READY, 'stream', DEAD, 'hash', META, 'hash', IDS, 'hash', ACKED, 'zset',
-  DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
+local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', DEAD, 'hash', META, 'hash',
+  IDS, 'hash', ACKED, 'zset', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
 if err then return err end
+for level = 1, #LEVELS - 1 do -- the coarser wheels, which hold the delayed count's messages
+  err = wrong_type(wheel_key(level), 'zset')
+  if err then return err end
+end
 expire_retained(now_ms(), 1000) -- dead letters past their retention are not counted
 -- Never below 0 (a count that went below it before the transfer clamped it).
 local delayed = math.max(0, tonumber(redis.call('HGET', META, 'delayed') or '0'))
