@@ -234,16 +234,15 @@ async fn bad_arguments_are_refused_before_reaching_redis() {
 async fn wrong_type_is_its_own_error_and_writes_nothing() {
     let server = RedisServer::start();
     let c = client(&server).await;
+    let unscheduled = |name| {
+        let no_transfer = SchedulerOptions {
+            enabled: false,
+            ..Default::default()
+        };
+        c.delayed_queue_with(name, no_transfer).unwrap()
+    };
     server.cli(&["SET", "taken", "a string"]);
-    let q = c
-        .delayed_queue_with(
-            "taken",
-            SchedulerOptions {
-                enabled: false,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let q = unscheduled("taken");
     let err = q.offer("x", Duration::ZERO).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
     assert_eq!(server.cli(&["DBSIZE"]), "1", "offer wrote nothing");
@@ -261,15 +260,7 @@ async fn wrong_type_is_its_own_error_and_writes_nothing() {
         "{err}"
     );
     server.cli(&["SET", "redisson_delay_queue:{other}", "x"]);
-    let o = c
-        .delayed_queue_with(
-            "other",
-            SchedulerOptions {
-                enabled: false,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let o = unscheduled("other");
     for err in [
         o.offer("x", LONG).await.unwrap_err(),
         o.size().await.unwrap_err(),
@@ -282,15 +273,7 @@ async fn wrong_type_is_its_own_error_and_writes_nothing() {
     }
     // The timeout set of another type: calls that read the list alone say so too.
     server.cli(&["SET", "redisson_delay_queue_timeout:{third}", "x"]);
-    let t = c
-        .delayed_queue_with(
-            "third",
-            SchedulerOptions {
-                enabled: false,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let t = unscheduled("third");
     for err in [
         t.offer("x", LONG).await.unwrap_err(),
         t.size().await.unwrap_err(),
