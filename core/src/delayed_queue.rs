@@ -101,6 +101,16 @@ impl QueueInner {
     }
 }
 
+/// `Ok` when `key`, whose `TYPE` is `found`, is a sorted set or absent.
+fn zset_or_none(key: &str, found: &str) -> Result<()> {
+    match found {
+        "zset" | "none" => Ok(()),
+        t => Err(Error::WrongType(format!(
+            "key {key} holds a {t}, not a zset"
+        ))),
+    }
+}
+
 impl DelayedQueue {
     pub(crate) fn new(
         client: Client,
@@ -202,21 +212,22 @@ impl DelayedQueue {
         self.waiting(llen.arg(&self.inner.keys.queue_list)).await
     }
 
-    /// Runs `read` (of the queue list) beside a `ZCARD` of the timeout set, so that a call
+    /// Runs `read` (of the queue list) beside a `TYPE` of the timeout set, so that a call
     /// that reads the list alone, as Redisson's do, still fails as `WrongType` when either
-    /// key holds another type.
+    /// key holds another type. (`TYPE`, not `ZCARD`: the ACL rule of docs/security.md
+    /// already has it.)
     async fn waiting<T: redis::FromRedisValue>(&self, read: &redis::Cmd) -> Result<T> {
         let keys = &self.inner.keys;
         let mut pipe = redis::pipe();
         pipe.add_command(read.clone())
-            .cmd("ZCARD")
+            .cmd("TYPE")
             .arg(&keys.timeout_set);
-        let reply: Result<(T, u64)> = pipe
+        let reply: Result<(T, String)> = pipe
             .query_async(&mut self.commands())
             .await
             .map_err(Error::from);
         match reply {
-            Ok((read, _)) => Ok(read),
+            Ok((read, set)) => zset_or_none(&keys.timeout_set, &set).map(|()| read),
             Err(Error::WrongType(_)) => {
                 let typed = [(&keys.queue_list, "list"), (&keys.timeout_set, "zset")];
                 Err(self.wrong_typed(&typed).await)
@@ -371,16 +382,17 @@ impl DelayedQueue {
         for key in lists {
             pipe.cmd("LLEN").arg(key);
         }
-        pipe.cmd("ZCARD").arg(&keys.timeout_set); // (for its type: as `waiting`)
+        pipe.cmd("TYPE").arg(&keys.timeout_set); // (as `waiting`)
         let reply = pipe.query_async(&mut self.commands()).await;
-        let (delayed, ready, corrupt, _): (u64, u64, u64, u64) = match reply.map_err(Error::from) {
-            Err(Error::WrongType(_)) => {
-                let mut typed = lists.map(|key| (key, "list")).to_vec();
-                typed.push((&keys.timeout_set, "zset"));
-                return Err(self.wrong_typed(&typed).await);
-            }
-            counts => counts?,
-        };
+        let (delayed, ready, corrupt, set): (u64, u64, u64, String) =
+            match reply.map_err(Error::from) {
+                Err(Error::WrongType(_)) => {
+                    let typed = lists.map(|key| (key, "list"));
+                    return Err(self.wrong_typed(&typed).await);
+                }
+                counts => counts?,
+            };
+        zset_or_none(&keys.timeout_set, &set)?;
         Ok(DelayedStats {
             delayed,
             ready,
