@@ -310,18 +310,12 @@ fn transfer_ends_on_a_refused_password() {
     let server = RedisServer::start();
     assert_eq!(server.cli(&["CONFIG", "SET", "requirepass", "right"]), "OK");
     let url = format!("redis://:wrong@127.0.0.1:{}", server.port);
-    let mut transfer = Command::new(env!("CARGO_BIN_EXE_delayq"))
+    let transfer = Command::new(env!("CARGO_BIN_EXE_delayq"))
         .args(["--url", &url, "transfer", "pw"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while transfer.try_wait().unwrap().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let ended = transfer.try_wait().unwrap();
-    let _ = transfer.kill();
-    let out = transfer.wait_with_output().unwrap();
+    let (ended, out) = within_10s(transfer);
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(ended.and_then(|s| s.code()), Some(1), "{said}");
     assert!(!said.contains("cannot reach Redis yet"), "{said}");
@@ -357,19 +351,14 @@ fn transfer_of_a_reliable_queue_checks_the_settings_it_names() {
     let configure = ["reliable", "configure", "rq", "--visibility-ms", "1000"];
     assert!(delayq(&server, &configure).status.success());
     // A different visibility timeout is refused, as by any other handle, and stores nothing.
-    let mut differ = Command::new(env!("CARGO_BIN_EXE_delayq"))
+    let differ = Command::new(env!("CARGO_BIN_EXE_delayq"))
         .args(["--url", &server.url(), "transfer", "--reliable", "rq"])
         .args(["--visibility-ms", "5000"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     // Without the check it would run until interrupted: killed after 10 s, not hung.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while differ.try_wait().unwrap().is_none() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = differ.kill();
-    let out = differ.wait_with_output().unwrap();
+    let (_, out) = within_10s(differ);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("differ"),
@@ -446,6 +435,30 @@ fn exit_codes_say_usage_or_error() {
     let out = delayq(&server, &["offer", "str", "0", "v"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("wrong type"));
+    // A take with no timeout on a queue no transfer can move (its timeout set is a hash)
+    // ends with 1, not waiting forever.
+    server.cli(&["HSET", "redisson_delay_queue_timeout:{hz}", "a", "b"]);
+    let take = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--url", &server.url(), "take", "hz"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (ended, out) = within_10s(take);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(ended.and_then(|s| s.code()), Some(1), "{said}");
+    assert!(said.contains("holds a hash, not a zset"), "{said}");
+}
+
+/// `child`'s exit status if it ended within 10 s (it is killed then), and its output.
+fn within_10s(mut child: std::process::Child) -> (Option<std::process::ExitStatus>, Output) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ended = child.try_wait().unwrap();
+    let _ = child.kill();
+    (ended, child.wait_with_output().unwrap())
 }
 
 #[test]

@@ -46,6 +46,8 @@ struct QueueInner {
     keys: DelayedKeys,
     opts: SchedulerOptions,
     offers: coalesce::Coalescer,
+    /// Set once a take found the queue list and timeout set of their types (or absent).
+    keys_checked: tokio::sync::OnceCell<()>,
 }
 
 impl std::fmt::Debug for DelayedQueue {
@@ -124,6 +126,7 @@ impl DelayedQueue {
                 keys,
                 opts,
                 offers: coalesce::Coalescer::default(),
+                keys_checked: tokio::sync::OnceCell::new(),
             }),
         }
     }
@@ -333,8 +336,38 @@ impl DelayedQueue {
     ///
     /// A timeout of zero takes as [`DelayedQueue::poll`] does, within the same bound as
     /// any timeout (its answer within 2 s, whatever the network does), and as cancel-safe.
+    ///
+    /// A handle's first take also checks the types of the queue's keys, beside its wait:
+    /// a queue list or timeout set of another type, which stops the transfer task from
+    /// ever filling the destination, ends the take as `WrongType` instead of leaving it
+    /// waiting (forever, with no timeout).
     pub async fn take(&self, timeout: Option<Duration>) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
+        let take = self.take_from_destination(timeout);
+        let checked = &self.inner.keys_checked;
+        if checked.initialized() {
+            return take.await;
+        }
+        // One check at a time; only its success is kept (a key fixed later is seen).
+        let wrong_type = async {
+            let check = checked.get_or_try_init(|| async {
+                let mut llen = redis::cmd("LLEN");
+                let llen = llen.arg(&self.inner.keys.queue_list);
+                self.waiting::<u64>(llen).await.map(drop)
+            });
+            match check.await {
+                Err(e @ Error::WrongType(_)) => e,
+                _ => std::future::pending().await, // (a lasting other error meets the take too)
+            }
+        };
+        // The take is cancel-safe: dropped for the error, what it took goes back.
+        tokio::select! {
+            taken = take => taken,
+            e = wrong_type => Err(e),
+        }
+    }
+
+    async fn take_from_destination(&self, timeout: Option<Duration>) -> Result<Option<Vec<u8>>> {
         let (keys, dest_back) = (self.inner.keys.clone(), self.inner.keys.destination.clone());
         let batch = self.inner.opts.batch_size;
         let commands = self.commands();

@@ -230,6 +230,14 @@ async fn bad_arguments_are_refused_before_reaching_redis() {
     assert_eq!(server.cli(&["DBSIZE"]), "0", "nothing reached Redis");
 }
 
+/// `call`'s outcome, which must come within 10 s.
+async fn ending<T>(call: impl std::future::Future<Output = T>) -> T {
+    let limit = Duration::from_secs(10);
+    tokio::time::timeout(limit, call)
+        .await
+        .expect("the call ended")
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn wrong_type_is_its_own_error_and_writes_nothing() {
     let server = RedisServer::start();
@@ -268,6 +276,7 @@ async fn wrong_type_is_its_own_error_and_writes_nothing() {
         o.remove("x").await.unwrap_err(),
         o.read_all().await.unwrap_err(),
         o.clear().await.unwrap_err(),
+        ending(o.take(None)).await.unwrap_err(),
     ] {
         assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
     }
@@ -283,6 +292,8 @@ async fn wrong_type_is_its_own_error_and_writes_nothing() {
         t.clear().await.unwrap_err(),
         t.stats().await.unwrap_err(),
         t.poll().await.unwrap_err(),
+        // A take waits on the destination, which no transfer could ever fill: it ends.
+        ending(t.take(None)).await.unwrap_err(),
     ] {
         assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
         let named = "key redisson_delay_queue_timeout:{third} holds a string, not a zset";
