@@ -342,7 +342,7 @@ async fn settings_out_of_range_are_named_in_milliseconds() {
             dead_letter_retention: Some(far),
             ..Default::default()
         },
-        "dead-letter retention of 1.125899906842624e18 ms overflows",
+        "dead-letter retention of 1125899906842624000 ms overflows",
     )
     .await;
     refused(
