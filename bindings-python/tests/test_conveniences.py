@@ -5,6 +5,7 @@ constant back-off given as one delay."""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 
 import pytest
 
@@ -114,3 +115,8 @@ def test_a_blocking_client_connects_as_in_the_other_languages(url: str, name: st
         assert client.delayed_queue(name).size() == 0
     with pytest.raises(delayq.InvalidArgument):
         delayq.Client.connect(url, cluster=1)  # type: ignore[arg-type]
+
+
+def test_the_package_says_its_version() -> None:
+    assert delayq.__version__ == importlib.metadata.version("delayq")
+    assert delayq.__version__.count(".") >= 2, delayq.__version__

@@ -11,6 +11,9 @@ logger ``delayq``; ``set_log_level`` changes what is forwarded.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
 # `delayq.asyncio` is there after a plain `import delayq` (it imports only `_api` and
 # `_delayq` from this package, so there is no cycle). It is left out of `__all__`:
 # `from delayq import *` must not shadow the standard library's `asyncio` in the
@@ -42,6 +45,11 @@ from ._errors import (
 )
 from ._logs import set_log_level
 from ._metrics import Metrics, QueueMetrics, metrics
+
+try:
+    __version__: str = _version("delayq")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Client",
