@@ -349,7 +349,9 @@ impl DelayedQueue {
             return take.await;
         }
         // One check at a time; only its success is kept (a key fixed later is seen).
-        let wrong_type = async {
+        // (Its requests go over the multiplexed connection even when a host's blocking call
+        // polls this take: never a read on the calling thread that the take cannot bound.)
+        let wrong_type = crate::connection::Indirect(async {
             let check = checked.get_or_try_init(|| async {
                 let mut llen = redis::cmd("LLEN");
                 let llen = llen.arg(&self.inner.keys.queue_list);
@@ -359,7 +361,7 @@ impl DelayedQueue {
                 Err(e @ Error::WrongType(_)) => e,
                 _ => std::future::pending().await, // (a lasting other error meets the take too)
             }
-        };
+        });
         // The take is cancel-safe: dropped for the error, what it took goes back.
         tokio::select! {
             taken = take => taken,

@@ -197,3 +197,24 @@ fn a_connection_the_server_closed_while_idle_is_replaced_before_the_next_request
     assert_eq!(block(&rt, q.size()).unwrap(), 2, "each offer ran once");
     client.close();
 }
+
+/// A handle's first take checks its keys beside its wait; on a host's blocking call that
+/// check goes over the multiplexed connection, never a read of the calling thread that the
+/// take's bound cannot cut short: a take of 0 on a frozen server ends within 3 s (it took
+/// 10.3 s when the check read over the thread's own connection).
+#[test]
+fn a_first_take_on_a_frozen_server_keeps_its_bound() {
+    let rt = runtime();
+    let server = RedisServer::start();
+    let c = rt.block_on(Client::connect(&server.url())).unwrap();
+    let warm = c.delayed_queue_with("warm", no_scheduler()).unwrap();
+    let q = c.delayed_queue_with("first", no_scheduler()).unwrap();
+    block(&rt, warm.size()).unwrap(); // this thread's own connection is open
+    let frozen = server.freeze();
+    let started = Instant::now();
+    let out = block(&rt, q.take(Some(Duration::ZERO)));
+    let took = started.elapsed();
+    drop(frozen);
+    assert!(took <= Duration::from_secs(3), "{took:?}: {out:?}");
+    c.close();
+}

@@ -153,9 +153,12 @@ fn payload_text(payload: Option<Box<RawValue>>) -> ApiResult<Option<Vec<u8>>> {
     let text = raw.get();
     if text.starts_with('"') {
         let s: String = serde_json::from_str(text)
-            .map_err(|e| ApiError::invalid(format!("payload is not a JSON string: {e}")))?;
+            .map_err(|e| ApiError::invalid(format!("payload is not valid JSON: {e}")))?;
         return Ok(Some(s.into_bytes()));
     }
+    // RawValue checks the grammar only: a lone surrogate escape is refused as before.
+    serde_json::from_str::<serde_json::Value>(text)
+        .map_err(|e| ApiError::invalid(format!("payload is not valid JSON: {e}")))?;
     Ok(Some(compact(text).into_bytes()))
 }
 

@@ -364,6 +364,19 @@ async fn bad_input_gets_its_status_and_writes_nothing() {
             Some(r#"{"payload_base64":"***"}"#),
             400,
         ),
+        // A lone surrogate escape, within a JSON payload or as its string.
+        (
+            "POST",
+            "/v1/queues/q/messages".into(),
+            Some(r#"{"payload":{"a":"\ud800"}}"#),
+            400,
+        ),
+        (
+            "POST",
+            "/v1/delayed/q/messages".into(),
+            Some(r#"{"payload":"\ud800"}"#),
+            400,
+        ),
         (
             "POST",
             "/v1/queues/q/messages".into(),
