@@ -43,6 +43,19 @@ test('shared vectors: every value round-trips through a queue', async () => {
   }
 });
 
+test('shared vectors: the entries this binding stores are what Redis\'s struct.pack makes', async () => {
+  const { vectors } = JSON.parse(fs.readFileSync(path.join(REPO, 'tests', 'vectors', 'packing.json'), 'utf8'));
+  const script = fs.readFileSync(path.join(REPO, 'tests', 'vectors', 'stored_entries.lua'), 'utf8');
+  const name = queueName();
+  const q = client.delayedQueue(name);
+  const values = vectors.map((v) => Buffer.from(v.value, 'hex'));
+  for (const value of values) await q.offer(value, 3_600_000);
+  const stored = redis.cli('EVAL', script, '1', `redisson_delay_queue:{${name}}`);
+  await q.clear();
+  const sha1 = (b) => require('node:crypto').createHash('sha1').update(b).digest('hex');
+  assert.deepEqual(stored.split('\n'), values.map((v) => '1 ' + sha1(v)));
+});
+
 test('every call', async () => {
   const q = client.delayedQueue(queueName());
   const before = await client.serverTimeMs();

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 
 import pytest
 
 import delayq
-from conftest import REPO
+from conftest import REPO, RedisServer
 
 VECTORS = json.loads((REPO / "tests" / "vectors" / "packing.json").read_text())["vectors"]
 
@@ -31,6 +32,20 @@ def test_every_vector_value_round_trips_through_a_queue(url: str, name: str) -> 
             q.clear()
             q.offer(value, 0)
             assert q.take(5) == value, v["name"]
+
+
+def test_entries_this_binding_stores_are_what_redis_struct_pack_makes(
+    redis_server: RedisServer, name: str
+) -> None:
+    script = (REPO / "tests" / "vectors" / "stored_entries.lua").read_text()
+    values = [bytes.fromhex(v["value"]) for v in VECTORS]
+    with delayq.Client(redis_server.url) as client:
+        q = client.delayed_queue(name)
+        for value in values:
+            q.offer(value, 3600)
+        stored = redis_server.cli("EVAL", script, "1", f"redisson_delay_queue:{{{name}}}")
+        q.clear()
+    assert stored.splitlines() == ["1 " + hashlib.sha1(v).hexdigest() for v in values]
 
 
 def test_unpack_rejects_garbage() -> None:

@@ -7,6 +7,8 @@ import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.assertThrows
 import org.junit.jupiter.api.extension.ExtendWith
+import java.io.File
+import java.security.MessageDigest
 import java.time.Duration
 import java.util.HexFormat
 
@@ -38,6 +40,20 @@ class VectorsTest {
         assertThrows<InvalidArgumentException> { unpackEntry(packed + byteArrayOf(0)) }
         assertThrows<InvalidArgumentException> { unpackEntry(ByteArray(0)) }
         assertThrows<InvalidArgumentException> { packEntry(ByteArray(256), ByteArray(1)) }
+    }
+
+    @Test
+    fun `the entries this binding stores are what Redis's struct pack makes`(redis: RedisServer) {
+        val script = File(Workspace.root, "tests/vectors/stored_entries.lua").readText()
+        val name = RedisServer.uniqueName("stored")
+        val stored = Client.connect(redis.url).use { client ->
+            client.delayedQueue(name).use { queue ->
+                for (v in vectors) queue.offer(v.value, Duration.ofHours(1))
+                redis.cli("EVAL", script, "1", "redisson_delay_queue:{$name}").also { queue.clear() }
+            }
+        }
+        val sha1 = { b: ByteArray -> HexFormat.of().formatHex(MessageDigest.getInstance("SHA-1").digest(b)) }
+        assertEquals(vectors.map { "1 " + sha1(it.value) }, stored.lines())
     }
 
     @Test
