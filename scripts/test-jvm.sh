@@ -28,14 +28,14 @@ grep -E '^\[(INFO|WARNING|ERROR)\] Tests run: [0-9]+, Failures: [0-9]+, Errors: 
 # JUnit 5 silently skips a test method that returns a value (a Kotlin `fun t() = use { ... }`
 # whose block ends in an expression): every test function must have run.
 python3 - <<'PY'
-import glob, os, re, sys
+import glob, html, os, re, sys
 missing = []
 for f in sorted(glob.glob("bindings-jvm/src/test/kotlin/dev/delayq/*Test.kt")):
     cls = os.path.basename(f)[:-3]
     names = re.findall(r"@(?:Test|ParameterizedTest)[^\n]*\n(?:\s*@[^\n]*\n)*\s*fun `([^`]*)`", open(f).read())
     report = f"bindings-jvm/target/surefire-reports/TEST-dev.delayq.{cls}.xml"
     ran = set(re.findall(r'testcase name="([^"(\[]*)', open(report).read())) if os.path.exists(report) else set()
-    missing += [f"{cls}: {n}" for n in names if n not in {r.strip() for r in ran}]
+    missing += [f"{cls}: {n}" for n in names if n not in {html.unescape(r).strip() for r in ran}]
 if missing:
     sys.exit("JVM tests that never ran (return Unit from them):\n  " + "\n  ".join(missing))
 PY

@@ -43,7 +43,7 @@ class VectorsTest {
     }
 
     @Test
-    fun `the entries this binding stores are what Redis's struct pack makes`(redis: RedisServer) {
+    fun `the entries this binding stores are what the live Redis struct pack makes`(redis: RedisServer) {
         val script = File(Workspace.root, "tests/vectors/stored_entries.lua").readText()
         val name = RedisServer.uniqueName("stored")
         val stored = Client.connect(redis.url).use { client ->
