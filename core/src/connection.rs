@@ -1188,6 +1188,14 @@ impl Connection {
                 .iter()
                 .map(|u| connection_info(u))
                 .collect::<Result<_>>()?;
+            // A cluster's nodes name each other by host and port: no socket path.
+            let unix = |u: &&String| u.starts_with("redis+unix:") || u.starts_with("unix:");
+            if let Some(url) = opts.urls.iter().find(unix) {
+                return Err(Error::invalid(format!(
+                    "{} is a Unix socket: a Redis Cluster is reached over TCP, from redis:// or rediss:// seed URLs",
+                    redact_url(url),
+                )));
+            }
             // (SELECT is refused on a cluster: every connection would fail.)
             let with_db = opts.urls.iter().zip(&seeds).find_map(|(url, seed)| {
                 let db = seed.redis_settings().db();
@@ -1735,6 +1743,17 @@ mod tests {
             assert!(err.to_string().contains("database 0 only"), "{err}");
             assert!(!err.to_string().contains("secret"), "{err}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_unix_socket_is_no_cluster_seed() {
+        let urls = vec!["redis+unix:///tmp/none.sock?password=secret".to_owned()];
+        let Err(err) = Connection::open(ClientOptions::cluster(urls)).await else {
+            panic!("refused")
+        };
+        assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument, "{err}");
+        assert!(err.to_string().contains("is a Unix socket"), "{err}");
+        assert!(!err.to_string().contains("secret"), "{err}");
     }
 
     #[test]

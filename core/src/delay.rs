@@ -237,6 +237,9 @@ pub fn timeout_from_secs_integer(secs: Integer, what: &str) -> Result<Duration> 
 /// A count (a limit, a concurrency, a number of attempts) named `what`: not negative and
 /// small enough for `T`. Whether zero is allowed is up to the call that takes it.
 pub fn count_from_integer<T: TryFrom<u64>>(n: Integer, what: &str) -> Result<T> {
+    if n == Integer::Above {
+        return Err(Error::invalid(format!("{what} of {n} is too large")));
+    }
     let n = n.non_negative(what, "")?;
     T::try_from(n).map_err(|_| Error::invalid(format!("{what} of {n} is too large")))
 }
@@ -428,6 +431,10 @@ mod tests {
             err.to_string().contains("less than -9223372036854775808"),
             "{err}"
         );
-        assert!(count_from_integer::<u64>(Above, "limit").is_err());
+        let err = count_from_integer::<u64>(Above, "shards").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid argument: shards of more than 9223372036854775807 is too large"
+        );
     }
 }

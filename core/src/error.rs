@@ -132,6 +132,19 @@ impl Error {
         }
     }
 
+    /// This error with `note` appended to its message (same kind): what a call that did
+    /// part of its work before failing had done.
+    pub(crate) fn with_note(&self, note: &str) -> Self {
+        match self {
+            Error::InvalidArgument(m) => Error::InvalidArgument(format!("{m}; {note}")),
+            Error::Connection(m) => Error::Connection(format!("{m}; {note}")),
+            Error::Timeout(m) => Error::Timeout(format!("{m}; {note}")),
+            Error::WrongType(m) => Error::WrongType(format!("{m}; {note}")),
+            Error::Server(m) => Error::Server(format!("{m}; {note}")),
+            Error::Closed(m) => Error::Closed(m),
+        }
+    }
+
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidArgument(msg.into())
     }

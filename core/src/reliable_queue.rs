@@ -388,6 +388,9 @@ pub struct Delivery {
     /// its lease, which `consume` keeps (the stored settings may have changed since the
     /// handle read them).
     lease_ms: i64,
+    /// When the read that delivered it was sent (local clock): its lease started later,
+    /// so a lease counted from here ends no later than the server's.
+    pub(crate) asked: std::time::Instant,
     /// Set once an ack, nack or release of this delivery (or a clone) got its reply, so
     /// that `consume` does not settle what its handler settled itself.
     ended: Arc<AtomicBool>,
@@ -479,7 +482,10 @@ impl Delivery {
         let ms = delay_to_millis(duration)?;
         let keys = self.queue.shard_keys(self.shard);
         let mut call = invocation_on(&keys, &scripts::RELIABLE_LEASE);
-        call.arg("extend").arg(&self.receipt).arg(ms);
+        call.key(&keys.channel)
+            .arg("extend")
+            .arg(&self.receipt)
+            .arg(ms);
         let ends: Vec<i64> = call.invoke_async(&mut self.queue.commands()).await?;
         match ends.first() {
             Some(&at) if at >= 0 => {
@@ -638,15 +644,31 @@ fn invocation_on<'a>(
     call
 }
 
-/// The counts of one queue (or shard).
+/// What a refused offer says to do, and what it did (see `ReliableQueue::moved`).
+const OFFER_MOVED: (&str, &str) = ("offer again", "nothing was offered");
+
+/// `e`, saying that `done` dead letters were `what` (requeued, purged) by the calls before
+/// it (earlier shards or chunks), when there were any.
+fn partly(e: Error, done: u64, what: &str) -> Error {
+    if done == 0 {
+        return e;
+    }
+    e.with_note(&format!(
+        "{done} dead letters were {what} before it (on earlier shards, or in earlier chunks of 1000 ids)"
+    ))
+}
+
+/// The counts of one queue (or shard), read by a handle that takes the queue to have
+/// `shards` shards: refused (DELAYQSHARDS, as an offer is) when the settings there say
+/// otherwise, since it would count a layout nobody uses.
 async fn stats_of(
     conn: &mut (impl ConnectionLike + Send),
     keys: &ReliableKeys,
+    shards: u32,
 ) -> Result<ReliableStats> {
-    let (delayed, ready, in_flight, dead): (u64, u64, u64, u64) =
-        invocation_on(keys, &scripts::RELIABLE_STATS)
-            .invoke_async(conn)
-            .await?;
+    let mut call = invocation_on(keys, &scripts::RELIABLE_STATS);
+    call.arg(shards);
+    let (delayed, ready, in_flight, dead): (u64, u64, u64, u64) = call.invoke_async(conn).await?;
     Ok(ReliableStats {
         delayed,
         ready,
@@ -840,7 +862,7 @@ impl ReliableQueue {
         let mut held = ReliableStats::default();
         for shard in 0..stored.shards {
             let keys = ReliableKeys::shard(self.name(), shard, stored.shards)?;
-            let s = stats_of(&mut self.commands(), &keys).await?;
+            let s = stats_of(&mut self.commands(), &keys, stored.shards).await?;
             // The delayed count can under-read (it never goes below 0, though entries
             // written by hand were set aside): the wheel's own keys say whether any waits.
             let mut waiting = redis::cmd("EXISTS");
@@ -1125,7 +1147,7 @@ impl ReliableQueue {
     /// (another handle changed them while the queue was empty): a clear error, the offer
     /// not written. A handle that names no number of shards moves to the new layout at
     /// once, so that the offer can be made again.
-    fn moved(&self, e: Error, mine: u32) -> Error {
+    fn moved(&self, e: Error, mine: u32, (again, undone): (&str, &str)) -> Error {
         let text = e.to_string();
         let Some(now) = text.split("DELAYQSHARDS").nth(1) else {
             return e;
@@ -1134,12 +1156,12 @@ impl ReliableQueue {
         let then = match now.parse() {
             Ok(n) if self.inner.opts.shards.is_none() => {
                 self.follow_layout(n);
-                "this handle follows them from now on: offer again"
+                format!("this handle follows them from now on: {again}")
             }
-            _ => "open a new handle",
+            _ => "open a new handle".to_owned(),
         };
         Error::invalid(format!(
-            "queue {:?} has {now} shard(s) now (its settings changed after this handle read them), this handle used {mine}: {then}; nothing was offered",
+            "queue {:?} has {now} shard(s) now (its settings changed after this handle read them), this handle used {mine}: {then}; {undone}",
             self.name()
         ))
     }
@@ -1339,10 +1361,11 @@ impl ReliableQueue {
                         for (_, delay_ms, id, random, payload) in chunk {
                             call.arg(*delay_ms).arg(*id).arg(random).arg(*payload);
                         }
-                        let rows: Vec<(String, i64, i64)> = self
-                            .write(&call, &keys)
-                            .await
-                            .map_err(|e| self.moved(e, n))?;
+                        // What earlier chunks stored stays counted when a later one fails.
+                        let rows: Vec<(String, i64, i64)> = match self.write(&call, &keys).await {
+                            Ok(rows) => rows,
+                            Err(e) => return (out, Some(self.moved(e, n, OFFER_MOVED))),
+                        };
                         out.extend(chunk.iter().zip(rows).map(
                             |((pos, ..), (id, created, due))| {
                                 (
@@ -1356,27 +1379,38 @@ impl ReliableQueue {
                             },
                         ));
                     }
-                    Ok::<_, Error>(out)
+                    (out, None)
                 });
         let mut out: Vec<Option<OfferOutcome>> = vec![None; checked.len()];
         let mut first_error = None;
-        for written in futures_util::future::join_all(writes).await {
-            match written {
-                Ok(rows) => {
-                    for (pos, outcome) in rows {
-                        out[pos] = Some(outcome);
-                    }
-                }
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
+        for (rows, error) in futures_util::future::join_all(writes).await {
+            for (pos, outcome) in rows {
+                out[pos] = Some(outcome);
+            }
+            if let Some(e) = error {
+                first_error.get_or_insert(e);
             }
         }
-        if let Some(e) = first_error {
-            return Err(e);
-        }
-        if checked.iter().any(|(_, delay_ms, ..)| *delay_ms == 0) {
+        let written = || out.iter().flatten();
+        // Stored due at once (by calls that answered, whatever the others did): consumers
+        // waiting on other shards look again.
+        if (out.iter().zip(&checked)).any(|(o, (_, delay_ms, ..))| o.is_some() && *delay_ms == 0) {
             self.ring();
+        }
+        if let Some(e) = first_error {
+            let stored = written().count();
+            if stored == 0 {
+                return Err(e);
+            }
+            let created = written().filter(|o| o.created).count() as u64;
+            metrics::record(Reliable, self.name(), Event::Offered(created));
+            return Err(e.with_note(&format!(
+                "{stored} of the {} messages of this batch were stored by calls that answered \
+                 (other shards, or earlier chunks of 1000), and the rest's outcome is as this \
+                 error says: offer the batch again with the same ids to store the rest \
+                 without duplicates (without ids, those {stored} would be stored twice)",
+                checked.len()
+            )));
         }
         let out: Vec<OfferOutcome> = out
             .into_iter()
@@ -1653,12 +1687,13 @@ impl ReliableQueue {
         self.check_open()?;
         self.ensure_settings().await?;
         let mut total = ReliableStats::default();
-        for s in futures_util::future::join_all((0..self.shard_count()).map(|shard| async move {
-            stats_of(&mut self.commands(), &self.shard_keys(shard)).await
+        let n = self.shard_count();
+        for s in futures_util::future::join_all((0..n).map(|shard| async move {
+            stats_of(&mut self.commands(), &self.shard_keys(shard), n).await
         }))
         .await
         {
-            let s = s?;
+            let s = s.map_err(|e| self.moved(e, n, ("ask again", "nothing was counted")))?;
             total.delayed += s.delayed;
             total.ready += s.ready;
             total.in_flight += s.in_flight;
@@ -1705,36 +1740,41 @@ impl ReliableQueue {
         }
         self.ensure_settings().await?;
         let mut total = 0;
-        for shard in 0..self.shard_count() {
-            let keys = self.shard_keys(shard);
-            match ids {
-                // A dead letter offered with a shard key may be in any shard: every shard
-                // is asked for every id (each id is requeued where it is).
-                Some(ids) => {
-                    for chunk in ids.chunks(1000) {
+        let requeued = async {
+            for shard in 0..self.shard_count() {
+                let keys = self.shard_keys(shard);
+                match ids {
+                    // A dead letter offered with a shard key may be in any shard: every
+                    // shard is asked for every id (each id is requeued where it is).
+                    Some(ids) => {
+                        for chunk in ids.chunks(1000) {
+                            let mut call = invocation_on(&keys, &scripts::RELIABLE_DEAD);
+                            call.arg("requeue");
+                            for id in chunk {
+                                call.arg(id);
+                            }
+                            let n: u64 = call.invoke_async(&mut self.commands()).await?;
+                            total += n;
+                        }
+                    }
+                    None => loop {
                         let mut call = invocation_on(&keys, &scripts::RELIABLE_DEAD);
                         call.arg("requeue");
-                        for id in chunk {
-                            call.arg(id);
-                        }
                         let n: u64 = call.invoke_async(&mut self.commands()).await?;
                         total += n;
-                    }
+                        if n == 0 {
+                            break;
+                        }
+                    },
                 }
-                None => loop {
-                    let mut call = invocation_on(&keys, &scripts::RELIABLE_DEAD);
-                    call.arg("requeue");
-                    let n: u64 = call.invoke_async(&mut self.commands()).await?;
-                    total += n;
-                    if n == 0 {
-                        break;
-                    }
-                },
             }
+            Ok::<_, Error>(())
         }
+        .await;
         if total > 0 {
             self.ring();
         }
+        requeued.map_err(|e| partly(e, total, "requeued"))?;
         Ok(total)
     }
 
@@ -1747,7 +1787,10 @@ impl ReliableQueue {
             let keys = self.shard_keys(shard);
             let mut call = invocation_on(&keys, &scripts::RELIABLE_DEAD);
             call.arg("purge");
-            let n: u64 = call.invoke_async(&mut self.commands()).await?;
+            let n: u64 = call
+                .invoke_async(&mut self.commands())
+                .await
+                .map_err(|e| partly(e.into(), total, "purged"))?;
             total += n;
         }
         Ok(total)
@@ -1870,6 +1913,7 @@ async fn read_ready(
     pipe.arg(keys.settings()).arg(settings::VISIBILITY);
     type Reply = (Value, (i64, i64), Option<i64>);
     let mut created = false;
+    let asked = std::time::Instant::now();
     let (reply, (secs, micros), stored): Reply = loop {
         match pipe.query_async(conn).await {
             Err(e) if !created && e.to_string().contains("NOGROUP") => {
@@ -1887,6 +1931,7 @@ async fn read_ready(
     for d in deliveries.iter_mut() {
         d.deadline.store(now + visibility, Ordering::Relaxed);
         d.lease_ms = visibility;
+        d.asked = asked;
     }
     metrics::record_lateness(
         Reliable,
@@ -2076,6 +2121,7 @@ fn parse_entries(entries: Vec<Value>, queue: &ReliableQueue, shard: u32) -> Resu
             due_at: 0,
             deadline: Arc::new(AtomicI64::new(0)),
             lease_ms: 0,
+            asked: std::time::Instant::now(),
             ended: Arc::default(),
             receipt,
             shard,

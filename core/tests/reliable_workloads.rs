@@ -181,6 +181,177 @@ async fn the_reaper_finds_ended_leases_behind_many_extended_ones() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_dead_consumers_delivery_comes_back_behind_any_number_of_extended_leases() {
+    // The reaper used to page the whole group's pending list, at most 10 pages of 100 a
+    // pass, past extended leases: behind 1,000 of them a dead consumer's delivery stayed
+    // in flight for good.
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("crowd", named(3000, 5)).unwrap();
+    let payloads: Vec<_> = (0..1500)
+        .map(|i| (format!("m{i}").into_bytes(), Duration::ZERO, None))
+        .collect();
+    q.offer_all(payloads).await.unwrap();
+    let mut held = Vec::new();
+    while held.len() < 1500 {
+        held.extend(
+            q.receive_many((1500 - held.len()).min(1000), WAIT)
+                .await
+                .unwrap(),
+        );
+    }
+    for d in &held {
+        assert!(d.extend(Duration::from_secs(120)).await.unwrap());
+    }
+    // A consumer that then dies holding one delivery: a bare XREADGROUP, never acked.
+    q.offer("victim", Duration::ZERO, Some("victim"))
+        .await
+        .unwrap();
+    let read = server.cli(&[
+        "XREADGROUP",
+        "GROUP",
+        "delayq",
+        "dead-process",
+        "COUNT",
+        "1",
+        "STREAMS",
+        "{dq:crowd}:ready",
+        ">",
+    ]);
+    assert!(read.contains("victim"), "the dead consumer got it: {read}");
+    // Its visibility timeout (3 s) plus a reconcile interval (1 s), with room: no
+    // transfer_now, the task's own passes bring it back.
+    let started = std::time::Instant::now();
+    let again = q
+        .receive(Some(Duration::from_secs(8)))
+        .await
+        .unwrap()
+        .expect("the dead consumer's delivery came back");
+    assert_eq!((again.id.as_str(), again.attempt), ("victim", 2));
+    assert!(again.ack().await.unwrap());
+    eprintln!("back after {:?}", started.elapsed());
+    for d in &held[..10] {
+        assert!(d.ack().await.unwrap(), "{} kept its extended lease", d.id);
+    }
+    assert_eq!(q.stats().await.unwrap().in_flight, 1490);
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shortened_lease_ends_on_time_between_reconcile_passes() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let mut options = named(30_000, 5);
+    options.scheduler.reconcile_interval = Duration::from_secs(20);
+    let q = c.reliable_queue("shorten", options).unwrap();
+    q.offer("x", Duration::ZERO, Some("x")).await.unwrap();
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    // Shortened to 300 ms: the transfer task, asleep until the old end or the next
+    // reconcile (20 s), is woken to take it back then.
+    assert!(d.extend(Duration::from_millis(300)).await.unwrap());
+    let started = std::time::Instant::now();
+    let again = q
+        .receive(Some(Duration::from_secs(5)))
+        .await
+        .unwrap()
+        .expect("back after the shortened lease");
+    let took = started.elapsed();
+    assert_eq!(again.attempt, 2);
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(3),
+        "back after {took:?}"
+    );
+    assert!(!d.ack().await.unwrap(), "the shortened lease was lost");
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delivery_whose_lease_ended_while_its_process_stood_still_is_not_run() {
+    // Process A's runtime stands still (a handler that blocks its thread, as a stopped or
+    // starved process) while its read is on its way: the read's reply brings "second",
+    // whose lease then ends before A runs again, and B takes it over. A must not start a
+    // handler on it when it runs again: its lease counts from when the read was sent, not
+    // from when A got round to the reply.
+    let server = RedisServer::start();
+    let b = Client::connect(&server.url()).await.unwrap();
+    let qb = b.reliable_queue("still", named(1000, 5)).unwrap();
+    qb.offer("first", Duration::ZERO, Some("first"))
+        .await
+        .unwrap();
+
+    let ran = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (started, first_started) = std::sync::mpsc::channel::<()>();
+    let (go, stand_still) = tokio::sync::oneshot::channel::<()>();
+    let stand_still = Arc::new(std::sync::Mutex::new(Some(stand_still)));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let url = server.url();
+    let ran_in_a = ran.clone();
+    let a = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let a = Client::connect(&url).await.unwrap();
+            let mut options = named(1000, 5);
+            options.scheduler.enabled = false;
+            let qa = a.reliable_queue("still", options).unwrap();
+            let consuming = qa.consume(
+                move |d| {
+                    let (ran, started) = (ran_in_a.clone(), started.clone());
+                    let stand_still = stand_still.lock().unwrap().take();
+                    async move {
+                        ran.lock().unwrap().push(d.id.clone());
+                        if let Some(stand_still) = stand_still {
+                            started.send(()).unwrap();
+                            stand_still.await.unwrap();
+                            std::thread::sleep(Duration::from_millis(2500));
+                        }
+                        Ok::<(), String>(())
+                    }
+                },
+                1,
+            );
+            tokio::select! {
+                r = consuming => panic!("consume returned {r:?}"),
+                _ = stopped => {}
+            }
+            a.close();
+        });
+    });
+    first_started
+        .recv_timeout(Duration::from_secs(10))
+        .expect("A runs first");
+    // A's next read waits on the server; A then stands still, and "second" comes to it.
+    let blocked = || async { server.cli(&["CLIENT", "LIST"]).contains("cmd=xreadgroup") };
+    assert!(common::eventually(Duration::from_secs(5), blocked).await);
+    go.send(()).unwrap();
+    qb.offer("second", Duration::ZERO, Some("second"))
+        .await
+        .unwrap();
+    let in_a = || async { qb.stats().await.unwrap().in_flight == 2 };
+    assert!(common::eventually(Duration::from_secs(5), in_a).await);
+    // B gets both once their 1 s leases end.
+    let mut got = std::collections::BTreeSet::new();
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while got.len() < 2 {
+        assert!(std::time::Instant::now() < until, "B got {got:?}");
+        if let Some(d) = qb.receive(Some(Duration::from_millis(200))).await.unwrap() {
+            assert_eq!(d.attempt, 2, "{d:?}");
+            got.insert(d.id.clone());
+            assert!(d.ack().await.unwrap());
+        }
+    }
+    // A runs again 2.5 s after it stood still (before its read would time out) and handles the read's reply at once; a
+    // second after that, it has decided.
+    tokio::time::sleep(Duration::from_millis(2500 + 1000)).await;
+    stop.send(()).unwrap();
+    a.join().unwrap();
+    assert_eq!(*ran.lock().unwrap(), vec!["first".to_string()], "A ran");
+    b.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_consume_dropped_while_it_runs_gives_back_what_it_holds_and_sends_its_acks() {
     let server = RedisServer::start();
     let c = Client::connect(&server.url()).await.unwrap();

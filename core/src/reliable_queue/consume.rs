@@ -110,21 +110,40 @@ async fn batch_acks(queue: ReliableQueue, mut rx: mpsc::UnboundedReceiver<Delive
 /// found it lost.
 type Waiting = (Delivery, Instant, bool);
 
+/// What a worker finds of a delivery it takes from the buffer.
+enum Claimed {
+    Held,
+    Stale,
+    Lost,
+}
+
 /// The deliveries of one consume call received ahead and not yet started, by receipt.
 #[derive(Clone, Default)]
 struct Buffered(Arc<Mutex<HashMap<String, Waiting>>>);
 
 impl Buffered {
     fn add(&self, d: &Delivery) {
-        let now = Instant::now();
+        // Its lease started after the read was sent, not when the reply was handled (which
+        // may be much later in a process that stood still).
         let mut list = self.0.lock().expect("buffered lock");
-        list.insert(d.receipt.clone(), (d.clone(), now, false));
+        list.insert(d.receipt.clone(), (d.clone(), d.asked.into(), false));
     }
 
-    /// Takes `d` out of the buffer for a worker: false when its lease was found lost.
-    fn claim(&self, d: &Delivery) -> bool {
+    /// Takes `d` out of the buffer, not for a worker.
+    fn forget(&self, d: &Delivery) {
+        self.0.lock().expect("buffered lock").remove(&d.receipt);
+    }
+
+    /// Takes `d` out of the buffer for a worker: whether its lease was found lost, or
+    /// may have ended (half of it passed since it last (re)started: the keeper extends at
+    /// a third, so it did not run, e.g. while the process was stopped).
+    fn claim(&self, d: &Delivery, visibility: Duration) -> Claimed {
         let mut list = self.0.lock().expect("buffered lock");
-        list.remove(&d.receipt).is_none_or(|(_, _, lost)| !lost)
+        match list.remove(&d.receipt) {
+            Some((_, _, true)) => Claimed::Lost,
+            Some((_, since, false)) if since.elapsed() >= d.lease(visibility) / 2 => Claimed::Stale,
+            _ => Claimed::Held,
+        }
     }
 
     /// Extends the lease of each delivery that has waited a third of it since its lease
@@ -289,7 +308,7 @@ impl ReliableQueue {
                     for d in deliveries {
                         buffered.add(&d);
                         if let Err(mpsc::error::SendError(d)) = tx.send(d).await {
-                            buffered.claim(&d);
+                            buffered.forget(&d);
                             let _ = d.release().await;
                         }
                     }
@@ -496,14 +515,21 @@ async fn worker<F, Fut, E>(
             }
         };
         let Some(delivery) = delivery else { return };
-        if !buffered.claim(&delivery) {
-            // Its lease ran out while it waited (an extension failed): the message is
-            // someone else's now, or will be.
+        let lease = delivery.lease(visibility);
+        let held = match buffered.claim(&delivery, visibility) {
+            Claimed::Held => true,
+            // It may have ended: an extension tells (true: still pending, nobody else has
+            // it). Failing to ask, it is not run: it comes back when its lease ends.
+            Claimed::Stale => delivery.extend(lease).await.unwrap_or(false),
+            Claimed::Lost => false,
+        };
+        if !held {
+            // Its lease ran out while it waited: the message is someone else's now, or
+            // will be.
             tracing::warn!(queue = ?queue.name(), id = ?delivery.id, "a prefetched delivery's lease was lost before its handler started; it is not run here");
             continue;
         }
         *current.lock().expect("slot lock") = Some(delivery.clone());
-        let lease = delivery.lease(visibility);
         let outcome = run_leased(&queue, &delivery, handler(delivery.clone()), lease).await;
         let settled = match outcome {
             // The handler acked or nacked it itself (to choose a retry delay, say).

@@ -1,10 +1,16 @@
 -- Counts of a reliable queue.
--- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua.
+-- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua. ARGV[3] the number of shards the caller
+-- takes the queue to have (refused as reliable_offer.lua refuses it when the settings seen
+-- here say otherwise: it would count a layout nobody uses).
 -- Returns {delayed, ready, in flight, dead}. The group's pending count comes from
 -- XINFO GROUPS, which does not walk the consumers.
 local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', DEAD, 'hash', META, 'hash',
   IDS, 'hash', ACKED, 'zset', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
 if err then return err end
+local shards = redis.call('HGET', SETTINGS, 'shards')
+if ARGV[3] and shards and shards ~= ARGV[3] then
+  return redis.error_reply('DELAYQSHARDS ' .. shards)
+end
 for level = 1, #LEVELS - 1 do -- the coarser wheels, which hold the delayed count's messages
   err = wrong_type(wheel_key(level), 'zset')
   if err then return err end
