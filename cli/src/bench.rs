@@ -932,7 +932,7 @@ async fn drain(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
     while let Some(r) = fill.join_next().await {
         r.map_err(|e| Error::Server(e.to_string()))??;
     }
-    eprintln!("filled in {:.1} s; draining", start.elapsed().as_secs_f64());
+    say!("filled in {:.1} s; draining", start.elapsed().as_secs_f64());
     let start = Instant::now();
     let outcome = queue.transfer_now().await?;
     let ours = outcome.moved as f64 / start.elapsed().as_secs_f64();
@@ -1032,7 +1032,7 @@ async fn mixed(client: &Client, url: &str, args: &BenchArgs) -> Result<()> {
     while let Some(r) = fill.join_next().await {
         r.map_err(|e| Error::Server(e.to_string()))??;
     }
-    eprintln!("filled in {:.1} s; draining", start.elapsed().as_secs_f64());
+    say!("filled in {:.1} s; draining", start.elapsed().as_secs_f64());
     // Let every short delay pass, then record each command of 1 ms or more.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut conn = raw(url).await?;

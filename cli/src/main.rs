@@ -1,6 +1,15 @@
 //! `delayq`: the command line over the delayq core. Thin: argument parsing, I/O and
 //! exit codes here; everything about queues lives in the `delayq` crate.
 
+/// `eprintln!` that ignores a closed standard error: with both outputs a closed pipe
+/// (`delayq ... 2>&1 | true`), a message must not turn the exit code into a panic's 101.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod bench;
 mod reliable;
 
@@ -117,8 +126,8 @@ enum Command {
         /// with the values taken so far, none included (count the lines printed).
         #[arg(long)]
         timeout_ms: Option<u64>,
-        /// Exit after this many values.
-        #[arg(long, default_value_t = 1)]
+        /// Exit after this many values (at least 1).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         count: u64,
     },
     /// Print the counts of a queue, after one transfer pass (entries already due count as
@@ -241,11 +250,11 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Io(why)) => {
-            eprintln!("delayq: {why}");
+            say!("delayq: {why}");
             ExitCode::from(1)
         }
         Err(Failure::Core(e)) => {
-            eprintln!("delayq: {e}");
+            say!("delayq: {e}");
             match e.kind() {
                 delayq::ErrorKind::InvalidArgument => ExitCode::from(2),
                 _ => ExitCode::from(1),
@@ -419,7 +428,7 @@ async fn run(cli: Cli) -> CliResult<()> {
                                 delayq::ErrorKind::Connection | delayq::ErrorKind::Timeout
                             ) && !e.is_auth_failure() =>
                         {
-                            eprintln!(
+                            say!(
                                 "delayq: cannot reach Redis yet ({e}); trying again in {:.1} s (Ctrl-C to stop)",
                                 pause.as_secs_f64()
                             );
@@ -446,7 +455,7 @@ async fn run(cli: Cli) -> CliResult<()> {
                 }
                 if exists {
                     handles.push(also_reliable(q)?);
-                    eprintln!("delayq: {q} is also a reliable queue: moving its due messages too");
+                    say!("delayq: {q} is also a reliable queue: moving its due messages too");
                 }
                 if reliable {
                     let handle = client.reliable_queue(q, ropts(true))?;
@@ -460,7 +469,7 @@ async fn run(cli: Cli) -> CliResult<()> {
                     handles.push(Handle::Delayed(client.delayed_queue_with(q, opts.clone())?));
                 }
             }
-            eprintln!(
+            say!(
                 "delayq: moving due entries of {} on {} (Ctrl-C to stop)",
                 queues.join(", "),
                 cli.url
@@ -482,7 +491,7 @@ async fn run(cli: Cli) -> CliResult<()> {
                             Ok(true) => match also_reliable(&q) {
                                 Ok(h) => {
                                     handles.push(h);
-                                    eprintln!("delayq: {q} is now also a reliable queue: moving its due messages too");
+                                    say!("delayq: {q} is now also a reliable queue: moving its due messages too");
                                 }
                                 Err(e) => {
                                     tracing::warn!(queue = ?q, error = %delayq::logs::Escaped(&e), "cannot move the reliable queue")

@@ -127,7 +127,8 @@ enum ReliableCommand {
         /// Stop waiting after this long (counting the connect); 0 takes what is ready now.
         #[arg(long)]
         timeout_ms: Option<u64>,
-        #[arg(long, default_value_t = 1)]
+        /// Exit after this many messages (at least 1).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         count: u64,
         /// Print `id<TAB>attempt<TAB>value` instead of the value alone.
         #[arg(long)]
@@ -136,8 +137,8 @@ enum ReliableCommand {
         #[arg(long)]
         no_ack: bool,
         /// After receiving, keep running (holding the messages, unacked: implies
-        /// --no-ack) until Ctrl-C or SIGTERM, which give the held messages back (not
-        /// counted as an attempt).
+        /// --no-ack, their leases extended as they run out) until Ctrl-C or SIGTERM, which
+        /// give the held messages back (not counted as an attempt).
         #[arg(long)]
         hold: bool,
     },
@@ -271,7 +272,7 @@ pub async fn run(
                 )
                 .await?;
             if !outcome.created {
-                eprintln!(
+                say!(
                     "delayq: a message with id {:?} is already there; nothing was created (payload and due time unchanged)",
                     outcome.id
                 );
@@ -287,7 +288,7 @@ pub async fn run(
             hold,
         } => {
             let q = client.reliable_queue(&queue, opts)?;
-            let mut held = Vec::new();
+            let (mut held, mut leases) = (Vec::new(), Vec::new());
             // Listening from the start: a Ctrl-C right after a line was printed is not lost.
             let mut stop = crate::stop_flag();
             let mut reconnects = crate::Reconnects::new();
@@ -329,8 +330,18 @@ pub async fn run(
                     };
                     return Err(output_failed(e, &after));
                 }
-                // Held messages are not acked: `--hold` gives them back at the end.
-                if no_ack || hold {
+                // Held messages are not acked: `--hold` keeps their leases until the end,
+                // then gives them back.
+                if hold {
+                    let (kept, mut until) = (d.clone(), stop.clone());
+                    leases.push(tokio::spawn(async move {
+                        let stopped = async move {
+                            let _ = until.wait_for(|stopped| *stopped).await;
+                        };
+                        kept.while_leased(stopped).await
+                    }));
+                    held.push(d);
+                } else if no_ack {
                     held.push(d);
                 } else {
                     d.ack().await?;
@@ -340,8 +351,17 @@ pub async fn run(
                 // Until Ctrl-C or SIGTERM, which give the held messages back (not counted
                 // as an attempt) rather than leave them to their visibility timeout.
                 let _ = stop.wait_for(|stopped| *stopped).await;
+                for kept in leases {
+                    let _ = kept.await;
+                }
+                let mut lost = 0;
                 for d in held {
-                    d.release().await?;
+                    if !d.release().await? {
+                        lost += 1;
+                    }
+                }
+                if lost > 0 {
+                    say!("delayq: {lost} held message(s) had lost their lease (taken back for another delivery) and were not given back here");
                 }
             }
         }

@@ -395,6 +395,24 @@ fn exit_codes_say_usage_or_error() {
         delayq(&server, &["offer", "", "5", "x"]).status.code(),
         Some(2)
     );
+    // Both outputs a closed pipe (`delayq ... 2>&1 | true`): the error cannot be shown,
+    // and the exit code still says error (it was a panic's 101).
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--url", "redis://127.0.0.1:1", "stats", "q"])
+        .stdout(writer.try_clone().unwrap())
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+    // A count of 0 would wait for nothing.
+    for zero in [
+        &["take", "q", "--count", "0"][..],
+        &["reliable", "receive", "q", "--count", "0"][..],
+    ] {
+        assert_eq!(delayq(&server, zero).status.code(), Some(2), "{zero:?}");
+    }
     // Options bench would not honour are refused, not ignored.
     for refused in [
         &["--wait-replicas", "1", "bench", "offer"][..],

@@ -22,6 +22,16 @@ fn counts(stats: &str) -> String {
     stats.lines().take(4).collect::<Vec<_>>().join("\n")
 }
 
+/// A child process killed when the test ends, passed or not.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn text(o: &Output) -> String {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -479,6 +489,55 @@ fn a_held_receive_ends_on_ctrl_c_and_gives_its_messages_back() {
         ];
         assert_eq!(text(&delayq(&server, &again)), "h1\t1\theld\n", "{signal}");
     }
+}
+
+/// `receive --hold` keeps the leases of what it holds: with a visibility timeout of 1 s,
+/// nobody else gets the message while it runs, however long.
+#[test]
+fn a_held_receive_keeps_the_leases_of_its_messages() {
+    let server = RedisServer::start();
+    text(&delayq(
+        &server,
+        &["reliable", "configure", "kept", "--visibility-ms", "1000"],
+    ));
+    text(&delayq(
+        &server,
+        &["reliable", "offer", "kept", "0", "held", "--id", "k1"],
+    ));
+    let mut holder = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["--url", &server.url(), "reliable", "receive", "kept"])
+            .args(["--hold", "--show-id"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(holder.0.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "k1\t1\theld");
+    // Three visibility timeouts (the scenario, not a synchronisation), then another
+    // consumer looks for it for 1 s more.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let other = ["reliable", "receive", "kept", "--timeout-ms", "1000"];
+    assert_eq!(
+        text(&delayq(&server, &other)),
+        "",
+        "the held lease was kept"
+    );
+    Command::new("kill")
+        .args(["-TERM", &holder.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(holder.0.wait().unwrap().success());
+    // Given back, its attempt not counted: no delivery was lost on the way.
+    let again = [
+        "reliable",
+        "receive",
+        "kept",
+        "--timeout-ms",
+        "5000",
+        "--show-id",
+    ];
+    assert_eq!(text(&delayq(&server, &again)), "k1\t1\theld\n");
 }
 
 /// `reliable configure Q` with no option stores the defaults for a new queue (pins them):

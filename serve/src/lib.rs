@@ -212,7 +212,10 @@ pub async fn run(
         tracing::info!(hosts = ?allowed_hosts, "answering requests for these hosts besides localhost");
     }
     let server = Server::start_with_allowed_hosts(client, config, &allowed_hosts).await?;
-    eprintln!(
+    // Not eprintln!: a closed standard error is no reason to stop serving.
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr(),
         "delayq: serving on http://{} ({mode}; Ctrl-C to stop)",
         server.addr
     );
