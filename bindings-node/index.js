@@ -71,8 +71,9 @@ const rethrow = (err) => {
   throw mapError(err);
 };
 
+// The text reads as core's errors of this kind do ("invalid argument: ...").
 function invalid(message) {
-  const err = new TypeError(message);
+  const err = new TypeError(`invalid argument: ${message}`);
   err.code = ErrorCode.INVALID_ARGUMENT;
   err.kind = 'invalid_argument';
   return err;
