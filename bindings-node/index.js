@@ -63,7 +63,10 @@ function withKind(err) {
 }
 
 function mapError(err) {
-  if (err && NAPI_ARGUMENT_CODES.has(err.code)) err.code = ErrorCode.INVALID_ARGUMENT;
+  if (err && NAPI_ARGUMENT_CODES.has(err.code)) {
+    err.code = ErrorCode.INVALID_ARGUMENT;
+    if (typeof err.message === 'string' && !err.message.startsWith('invalid argument: ')) err.message = `invalid argument: ${err.message}`;
+  }
   return withKind(err);
 }
 
@@ -101,8 +104,8 @@ function toBuffer(value, what = 'value') {
 // here, naming it (as a number it would read as 1.8e308), and a negative one becomes the
 // most negative number, which core refuses as negative, as it refuses any.
 const I64 = 2n ** 63n;
-const fromBigint = (n, what) => {
-  if (n >= I64) throw invalid(`${what} of ${n} overflows: it is beyond 64 bits`);
+const fromBigint = (n, what, count = false) => {
+  if (n >= I64) throw invalid(count ? `${what} of ${n} is too large` : `${what} of ${n} overflows: it is beyond 64 bits`);
   return n < -I64 ? -Number.MAX_VALUE : Number(n);
 };
 
@@ -339,7 +342,7 @@ function offerOptions(idOrOptions) {
 /** A count: a number or a bigint (core checks the value). */
 function toCount(n, what) {
   if (typeof n === 'number') return n;
-  if (typeof n === 'bigint') return fromBigint(n, what);
+  if (typeof n === 'bigint') return fromBigint(n, what, true);
   throw invalid(`${what} must be a number or bigint, not ${typeName(n)}`);
 }
 

@@ -174,6 +174,11 @@ test('milliseconds may be bigint: take, values and the reconcile interval', asyn
     await assert.rejects(call, (e) => e.code === 'ERR_DELAYQ_INVALID_ARGUMENT' && e.message.includes(what) && /of \d{20,} overflows/.test(e.message) && !/e\+308/.test(e.message));
   }
   await assert.rejects(q.offer('x', -(2n ** 64n)), (e) => /must not be negative/.test(e.message));
+  // A count beyond 64 bits is too large; argument errors read as core's do.
+  const rq = client.reliableQueue(queueName());
+  await assert.rejects(rq.receiveMany(2n ** 64n, 0), (e) => e.code === 'ERR_DELAYQ_INVALID_ARGUMENT' && e.message === `invalid argument: n of ${2n ** 64n} is too large`);
+  await assert.rejects(q.offer('\ud800', 0), (e) => e.message.startsWith('invalid argument: '));
+  rq.close();
   for (const ms of [-1, NaN, '5', {}]) {
     assert.throws(() => client.delayedQueue(queueName(), { reconcileIntervalMs: ms }), { code: 'ERR_DELAYQ_INVALID_ARGUMENT' }, `reconcileIntervalMs: ${String(ms)}`);
   }

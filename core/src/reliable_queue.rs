@@ -1405,7 +1405,7 @@ impl ReliableQueue {
             let created = written().filter(|o| o.created).count() as u64;
             metrics::record(Reliable, self.name(), Event::Offered(created));
             return Err(e.with_note(&format!(
-                "{stored} of the {} messages of this batch were stored by calls that answered \
+                "but {stored} of the {} messages of this batch were stored by calls that answered \
                  (other shards, or earlier chunks of 1000), and the rest's outcome is as this \
                  error says: offer the batch again with the same ids to store the rest \
                  without duplicates (without ids, those {stored} would be stored twice)",

@@ -580,7 +580,7 @@ async fn a_batch_that_fails_on_one_shard_says_what_the_others_did() {
     assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
     assert!(
         err.to_string()
-            .contains("1 of the 2 messages of this batch were stored by calls that answered"),
+            .contains("; but 1 of the 2 messages of this batch were stored by calls that answered"),
         "{err}"
     );
     // Offered again with the same ids once the key is mended: the stored one is not

@@ -182,9 +182,9 @@ async fn the_reaper_finds_ended_leases_behind_many_extended_ones() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_consumers_delivery_comes_back_behind_any_number_of_extended_leases() {
-    // The reaper used to page the whole group's pending list, at most 10 pages of 100 a
-    // pass, past extended leases: behind 1,000 of them a dead consumer's delivery stayed
-    // in flight for good.
+    // The reaper used to page the group's pending list from its start, at most 10 pages
+    // of 100 a pass, past extended leases: behind 1,000 of them a dead consumer's delivery
+    // stayed in flight for good. Now each pass goes on where the last one stopped.
     let server = RedisServer::start();
     let c = Client::connect(&server.url()).await.unwrap();
     let q = c.reliable_queue("crowd", named(3000, 5)).unwrap();
@@ -234,6 +234,26 @@ async fn a_dead_consumers_delivery_comes_back_behind_any_number_of_extended_leas
         assert!(d.ack().await.unwrap(), "{} kept its extended lease", d.id);
     }
     assert_eq!(q.stats().await.unwrap().in_flight, 1490);
+    c.close();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_whose_recorded_end_was_lost_ends_a_visibility_timeout_after_its_extension() {
+    // `leases` evicted (a maxmemory policy of allkeys-*) or deleted by hand: the delivery
+    // still comes back, by its idle time.
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("forgot", named(1000, 5)).unwrap();
+    q.offer("x", Duration::ZERO, Some("x")).await.unwrap();
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    assert!(d.extend(Duration::from_secs(60)).await.unwrap());
+    server.cli(&["DEL", "{dq:forgot}:leases"]);
+    let again = q
+        .receive(Some(Duration::from_secs(5)))
+        .await
+        .unwrap()
+        .expect("back by its idle time");
+    assert_eq!(again.attempt, 2);
     c.close();
 }
 

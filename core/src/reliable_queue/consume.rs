@@ -520,7 +520,13 @@ async fn worker<F, Fut, E>(
             Claimed::Held => true,
             // It may have ended: an extension tells (true: still pending, nobody else has
             // it). Failing to ask, it is not run: it comes back when its lease ends.
-            Claimed::Stale => delivery.extend(lease).await.unwrap_or(false),
+            Claimed::Stale => match delivery.extend(lease).await {
+                Ok(held) => held,
+                Err(e) => {
+                    tracing::warn!(queue = ?queue.name(), id = ?delivery.id, error = %Escaped(&e), "could not tell whether a prefetched delivery still holds its lease; it is not run here and comes back when its lease ends");
+                    continue;
+                }
+            },
             Claimed::Lost => false,
         };
         if !held {

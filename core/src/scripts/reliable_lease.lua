@@ -18,10 +18,10 @@ local ends = now + ms
 local before = tonumber(redis.call('ZSCORE', LEASES, sid))
   or now - tonumber(row[3]) + settings().visibility_ms
 redis.call('ZADD', LEASES, ends, sid)
--- A delivery with a recorded end belongs to the consumer LEASED, so that the transfer
--- script's scan for deliveries idle past the visibility timeout (per consumer) never pages
--- through extended ones to reach one that expired.
-if row[2] ~= LEASED then redis.call('XCLAIM', READY, GROUP, LEASED, 0, sid, 'JUSTID') end
+-- Its idle time starts again (same consumer; JUSTID counts no delivery): a lease that is
+-- kept extended (consume extends every third of it) never shows among the deliveries idle
+-- past the visibility timeout that the transfer script pages through.
+redis.call('XCLAIM', READY, GROUP, row[2], 0, sid, 'JUSTID')
 -- Shortened: the transfer task may be asleep until the old end.
 if ends < before then redis.call('PUBLISH', KEYS[7], ms_string(ends)) end
 return {ends}

@@ -47,9 +47,6 @@ end
 local TOP = #LEVELS - 1
 local WIDTH = LEVELS[1][1]
 local GROUP = 'delayq'
--- The group's consumer that owns every delivery whose lease end is recorded in LEASES
--- (reliable_lease.lua). A client's consumer name never takes this form (client.rs).
-local LEASED = 'delayq-leased'
 local INDEXED = 1
 -- Keys every script may compute (same hash tag as the declared ones).
 local SETTINGS = PREFIX .. 'settings'   -- hash: the queue's settings (reliable_settings.lua)

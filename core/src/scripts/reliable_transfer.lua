@@ -106,50 +106,53 @@ if redis.call('EXISTS', READY) == 1 then
       redis.call('ZREM', LEASES, sid)
     end
   end
-  -- Idle past the visibility timeout, without a recorded end: a page of each consumer's
-  -- pending deliveries, and at most 10 more pages a pass. Extended deliveries belong to
-  -- LEASED, so they fill no page here (a recorded end left on another consumer by an older
-  -- version is still skipped).
-  local ok, consumers = pcall(redis.call, 'XINFO', 'CONSUMERS', READY, GROUP)
-  local holders = {}
-  for _, c in ipairs(ok and consumers or {}) do
-    local f = {}
-    for i = 1, #c, 2 do f[c[i]] = c[i + 1] end
-    if f['name'] ~= LEASED and tonumber(f['pending']) > 0 then holders[#holders + 1] = f['name'] end
-  end
+  -- Idle past the visibility timeout, without a recorded end: up to 10 pages of the
+  -- group's pending list a pass, going on where the last pass stopped (META 'reap_from',
+  -- around to the start after the end), so that deliveries whose lease was extended for
+  -- longer than the visibility timeout, however many, delay the ones behind them by a few
+  -- passes at most, never for good.
   local page = math.max(math.min(batch, 100), 1)
-  local more_pages = 10
-  for _, holder in ipairs(holders) do
-    local from = '-'
-    while budget > 0 do
-      local rows = redis.call('XPENDING', READY, GROUP, 'IDLE', visibility, from, '+', page, holder)
-      for _, row in ipairs(rows) do
-        if budget > 0 and not redis.call('ZSCORE', LEASES, row[1]) then
-          take_back(row[1])
-          budget = budget - 1
-        end
+  local stored = redis.call('HGET', META, 'reap_from') or '-'
+  local from = stored
+  local wrapped = from == '-'
+  for _ = 1, 10 do
+    if budget <= 0 then break end
+    local rows = redis.call('XPENDING', READY, GROUP, 'IDLE', visibility, from, '+', page)
+    for _, row in ipairs(rows) do
+      if budget <= 0 then break end
+      if not redis.call('ZSCORE', LEASES, row[1]) then
+        take_back(row[1])
+        budget = budget - 1
       end
-      if #rows < page or more_pages == 0 then break end
-      more_pages = more_pages - 1
-      from = '(' .. rows[#rows][1]
+      from = '(' .. row[1]
+    end
+    if budget > 0 and #rows < page then
+      -- The end: once around from the start, then stop.
+      if wrapped then from = '-' break end
+      from, wrapped = '-', true
     end
   end
-  -- Wake again when the next lease ends: the first recorded end, or each consumer's oldest
-  -- delivery without one (XREADGROUP delivers in entry id order, so a consumer's lowest id
-  -- was delivered to it first). When a consumer's 16 oldest all have a recorded end, the
-  -- reconcile interval covers the rest.
+  if from ~= stored then
+    if from == '-' then
+      redis.call('HDEL', META, 'reap_from')
+    else
+      redis.call('HSET', META, 'reap_from', from)
+    end
+  end
+  -- Wake again when the next lease ends: the first recorded end, or the oldest delivery
+  -- without one (XREADGROUP delivers in entry id order, so the lowest id was delivered
+  -- first). When the 16 oldest all have a recorded end, the reconcile interval covers the
+  -- rest.
   local first = redis.call('ZRANGE', LEASES, 0, 0, 'WITHSCORES')
   if first[1] then
     local ends = tonumber(first[2])
     if wake < 0 or ends < wake then wake = ends end
   end
-  for _, holder in ipairs(holders) do
-    for _, row in ipairs(redis.call('XPENDING', READY, GROUP, '-', '+', 16, holder)) do
-      if not redis.call('ZSCORE', LEASES, row[1]) then
-        local expires = now + math.max(visibility - tonumber(row[3]), 0)
-        if wake < 0 or expires < wake then wake = expires end
-        break
-      end
+  for _, row in ipairs(redis.call('XPENDING', READY, GROUP, '-', '+', 16)) do
+    if not redis.call('ZSCORE', LEASES, row[1]) then
+      local expires = now + math.max(visibility - tonumber(row[3]), 0)
+      if wake < 0 or expires < wake then wake = expires end
+      break
     end
   end
 end
