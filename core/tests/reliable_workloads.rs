@@ -187,15 +187,15 @@ async fn a_dead_consumers_delivery_comes_back_behind_any_number_of_extended_leas
     // stayed in flight for good. Now each pass goes on where the last one stopped.
     let server = RedisServer::start();
     let c = Client::connect(&server.url()).await.unwrap();
-    let q = c.reliable_queue("crowd", named(3000, 5)).unwrap();
-    let payloads: Vec<_> = (0..1500)
+    let q = c.reliable_queue("crowd", named(5000, 5)).unwrap();
+    let payloads: Vec<_> = (0..3000)
         .map(|i| (format!("m{i}").into_bytes(), Duration::ZERO, None))
         .collect();
     q.offer_all(payloads).await.unwrap();
     let mut held = Vec::new();
-    while held.len() < 1500 {
+    while held.len() < 3000 {
         held.extend(
-            q.receive_many((1500 - held.len()).min(1000), WAIT)
+            q.receive_many((3000 - held.len()).min(1000), WAIT)
                 .await
                 .unwrap(),
         );
@@ -219,11 +219,12 @@ async fn a_dead_consumers_delivery_comes_back_behind_any_number_of_extended_leas
         ">",
     ]);
     assert!(read.contains("victim"), "the dead consumer got it: {read}");
-    // Its visibility timeout (3 s) plus a reconcile interval (1 s), with room: no
-    // transfer_now, the task's own passes bring it back.
+    // Its visibility timeout (5 s) plus a few passes (1 s apart; 1,000 entries of the
+    // pending list a pass), with room: no transfer_now, the task's own passes bring it
+    // back.
     let started = std::time::Instant::now();
     let again = q
-        .receive(Some(Duration::from_secs(8)))
+        .receive(Some(Duration::from_secs(12)))
         .await
         .unwrap()
         .expect("the dead consumer's delivery came back");
@@ -233,7 +234,7 @@ async fn a_dead_consumers_delivery_comes_back_behind_any_number_of_extended_leas
     for d in &held[..10] {
         assert!(d.ack().await.unwrap(), "{} kept its extended lease", d.id);
     }
-    assert_eq!(q.stats().await.unwrap().in_flight, 1490);
+    assert_eq!(q.stats().await.unwrap().in_flight, 2990);
     c.close();
 }
 

@@ -109,8 +109,9 @@ if redis.call('EXISTS', READY) == 1 then
   -- Idle past the visibility timeout, without a recorded end: up to 10 pages of the
   -- group's pending list a pass, going on where the last pass stopped (META 'reap_from',
   -- around to the start after the end), so that deliveries whose lease was extended for
-  -- longer than the visibility timeout, however many, delay the ones behind them by a few
-  -- passes at most, never for good.
+  -- longer than the visibility timeout, however many, never hide the ones behind them for
+  -- good. Each such delivery met here starts its idle time again (as `extend` does), so
+  -- that it fills a page at most once a visibility timeout.
   local page = math.max(math.min(batch, 100), 1)
   local stored = redis.call('HGET', META, 'reap_from') or '-'
   local from = stored
@@ -120,7 +121,9 @@ if redis.call('EXISTS', READY) == 1 then
     local rows = redis.call('XPENDING', READY, GROUP, 'IDLE', visibility, from, '+', page)
     for _, row in ipairs(rows) do
       if budget <= 0 then break end
-      if not redis.call('ZSCORE', LEASES, row[1]) then
+      if redis.call('ZSCORE', LEASES, row[1]) then
+        redis.call('XCLAIM', READY, GROUP, row[2], 0, row[1], 'JUSTID')
+      else
         take_back(row[1])
         budget = budget - 1
       end
