@@ -397,7 +397,7 @@ impl DelayedQueue {
                     let (mut commands, dest_back) = (commands.clone(), dest_back.clone());
                     async move {
                         if let Err(e) = give_back_to(&mut commands, &dest_back, &value).await {
-                            tracing::error!(queue = ?dest_back, error = %Escaped(&e), "could not return a value taken by a cancelled or abandoned take");
+                            tracing::error!(queue = ?dest_back, error = %Escaped(&e), "a value taken by a cancelled or abandoned take may not have gone back to the queue");
                         }
                     }
                 },

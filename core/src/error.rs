@@ -145,6 +145,12 @@ impl Error {
         }
     }
 
+    /// Whether this is a reply that arrived cut short or unreadable: the server answered,
+    /// so a command that hands something over (BLPOP, XREADGROUP) did.
+    pub(crate) fn reply_was_cut(&self) -> bool {
+        matches!(self, Error::Connection(m) if m.contains(REPLY_CUT))
+    }
+
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidArgument(msg.into())
     }
@@ -190,6 +196,9 @@ impl From<redis::RedisError> for Error {
     }
 }
 
+/// How a `connection` error whose reply was cut short begins its text.
+const REPLY_CUT: &str = "the reply from Redis was cut short or could not be read";
+
 /// A `connection` error's text, saying what the caller may assume (SPEC 10): a reply cut
 /// short reads as redis-rs's parser's (several lines, as if the data were at fault), and
 /// a closed connection as the operating system's ("broken pipe", "connection reset"),
@@ -200,10 +209,8 @@ fn outcome_said(e: &redis::RedisError, msg: String) -> String {
         return msg;
     }
     if e.kind() == redis::ErrorKind::Parse {
-        let first = msg.lines().next().unwrap_or_default();
-        return format!(
-            "the reply from Redis was cut short or could not be read ({first}); whether the command ran is unknown"
-        );
+        // (redis-rs's own text names a parser position, as if the data were at fault.)
+        return format!("{REPLY_CUT}; whether the command ran is unknown");
     }
     // Connecting, not a request: refused (also when a layer above redis-rs carried the
     // refusal as text), no master to connect to, no node to start from.
@@ -260,7 +267,9 @@ mod tests {
         let cut = Error::from(cut);
         assert_eq!(cut.kind(), ErrorKind::Connection);
         assert!(cut.to_string().contains("cut short"), "{cut}");
+        assert!(cut.reply_was_cut());
         assert!(!cut.to_string().contains('\n'), "{cut}");
+        assert!(!cut.to_string().contains("Parse error"), "{cut}");
     }
 
     #[tokio::test]

@@ -241,12 +241,16 @@ where
 {
     let mut current = Some(first);
     let mut last_error: Option<Error> = None;
+    // A wait of this call whose reply never came: the server may have handed a value over
+    // on it (a slow link, not a dead one). Later waits that find nothing do not make the
+    // call's outcome known (SPEC 10: a call whose outcome is unknown says so).
+    let mut unanswered: Option<Error> = None;
     let mut pause = Duration::from_millis(50);
     let mut attempted = false;
     loop {
         let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
         if attempted && left == Some(Duration::ZERO) {
-            return match last_error {
+            return match last_error.or(unanswered) {
                 Some(e) => Err(e),
                 None => Ok(None),
             };
@@ -291,6 +295,15 @@ where
                 pause = Duration::from_millis(50);
                 current = Some(dedicated);
             }
+            // The server answered, and what it handed over could not be read: said at once,
+            // not waited past (a take's value is lost with it; a receive's message comes
+            // back after its visibility timeout).
+            Ok((_, Err(e))) if e.reply_was_cut() => {
+                tracing::warn!(what, error = %Escaped(&e), "a blocking reply was cut short: what it carried is lost");
+                return Err(e.with_note(&format!(
+                    "the blocking {what} may have taken a value that was lost with the reply"
+                )));
+            }
             Ok((_, Err(e))) if e.kind() == ErrorKind::Connection => {
                 tracing::debug!(what, error = %Escaped(&e), "a blocking wait failed; waiting again on a new connection");
                 last_error = Some(e);
@@ -312,17 +325,30 @@ where
                 let late = give_back.clone();
                 tokio::spawn(async move {
                     let window = LATE_REPLY_BUDGET.saturating_sub(wait + REPLY_MARGIN);
-                    if let Ok((_, Ok(Some(value)))) = tokio::time::timeout(window, pending).await {
-                        tracing::warn!(
+                    match tokio::time::timeout(window, pending).await {
+                        Ok((_, Ok(Some(value)))) => {
+                            tracing::warn!(
+                                what,
+                                "a late blocking reply carried a value; it is given back"
+                            );
+                            late(value).await;
+                        }
+                        Ok((_, Ok(None))) => {}
+                        Ok((_, Err(e))) if e.reply_was_cut() => {
+                            tracing::warn!(what, error = %Escaped(&e), "a late blocking reply was cut short: what it carried is lost");
+                        }
+                        Ok((_, Err(_))) => {}
+                        Err(_) => tracing::warn!(
                             what,
-                            "a late blocking reply carried a value; it is given back"
-                        );
-                        late(value).await;
+                            "no blocking reply within {LATE_REPLY_BUDGET:?} of its request; if the link was only slow, a value it carried is lost"
+                        ),
                     }
                 });
-                last_error = Some(Error::Connection(format!(
-                    "no reply to the blocking {what} within {REPLY_MARGIN:?} of its end; the connection was replaced"
-                )));
+                let e = Error::Connection(format!(
+                    "no reply to the blocking {what} within {REPLY_MARGIN:?} of its end; the connection was replaced (a value the server handed over on it, if any, is given back if the reply arrives within {LATE_REPLY_BUDGET:?} of the request)"
+                ));
+                unanswered = Some(e.clone());
+                last_error = Some(e);
             }
         }
     }

@@ -298,7 +298,8 @@ async fn a_big_value_over_a_slow_link_is_given_back_not_lost() {
 /// after 40 000 more bytes towards the client) for 4 s, while 32 KiB values are taken and
 /// received and a 96 KiB `read_all` is made: a call that fails, fails with a `connection`
 /// error (a non-blocking call whose reply was cut fails; a blocking wait may instead
-/// wait again on a new connection within its timeout); calls after the toxic is removed
+/// wait again on a new connection within its timeout, unless its own reply was cut: then
+/// it fails saying a value may have been lost with it); calls after the toxic is removed
 /// succeed and answer correctly; the reliable queue loses nothing (a message whose reply
 /// was cut comes back after its visibility timeout; max attempts is 20 here, so that
 /// repeated cuts do not bury it). The delayed queue is reported, not checked for loss: a
@@ -466,8 +467,22 @@ async fn reset_mid_reply_fails_calls_with_a_connection_error_and_loses_nothing()
         first_ok.map(|t| t.duration_since(removed)),
         &[("dead", dead.to_string())],
     );
-    // The delayed queue: loss reported (see above), the rest checked.
+    // The delayed queue: loss reported (see above), the rest checked, and each value lost
+    // was said to be: a take whose reply was cut fails saying so (it used to wait again
+    // on a new connection and return none, the value gone unseen).
     let sd = td.summary();
+    let said = td
+        .errors_between(cut, removed + Duration::from_secs(3))
+        .iter()
+        .filter(|(_, what, _, msg)| *what == "take" && msg.contains("lost with the reply"))
+        .count();
+    checks.check(
+        sd.lost <= said,
+        format!(
+            "{} delayed values were lost with cut replies, and only {said} takes said that a value may have been",
+            sd.lost
+        ),
+    );
     check_counts(
         &mut checks,
         "reset-mid-reply-delayed",
