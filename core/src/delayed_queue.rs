@@ -9,7 +9,7 @@ use redis::aio::ConnectionLike;
 use crate::client::Client;
 use crate::codec;
 use crate::delay::{check_value, delay_to_millis};
-use crate::error::{Error, Result};
+use crate::error::{naming_wrong_key, Error, Result};
 use crate::handle::Handle;
 use crate::keys::DelayedKeys;
 use crate::logs::Escaped;
@@ -390,6 +390,10 @@ impl DelayedQueue {
                                 redis::cmd("BLPOP").arg(&keys.destination).arg(&secs).query_async(&mut conn).await;
                             reply.map(|r| r.map(|(_, value)| value)).map_err(Into::into)
                         };
+                        let reply = match reply {
+                            Err(e) => Err(naming_wrong_key(&mut conn, e, &[(&keys.destination, "list")]).await),
+                            ok => ok,
+                        };
                         (conn, reply)
                     }
                 },
@@ -490,10 +494,11 @@ async fn pop_head(
     conn: &mut (impl ConnectionLike + Send),
     destination: &str,
 ) -> Result<Option<Vec<u8>>> {
-    Ok(redis::cmd("LPOP")
-        .arg(destination)
-        .query_async(conn)
-        .await?)
+    let popped = redis::cmd("LPOP").arg(destination).query_async(conn).await;
+    match popped {
+        Ok(value) => Ok(value),
+        Err(e) => Err(naming_wrong_key(conn, e.into(), &[(destination, "list")]).await),
+    }
 }
 
 /// The head of the destination, or with it empty, what one transfer call makes due: see

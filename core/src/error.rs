@@ -156,6 +156,33 @@ impl Error {
     }
 }
 
+/// `e`, and when it is a WRONGTYPE of a command (a script's names its key itself), the
+/// first of `keys` (each with the type it should be) that holds another type, read with
+/// `TYPE` on `conn`: "WRONGTYPE: key K holds a string, not a list".
+pub(crate) async fn naming_wrong_key(
+    conn: &mut (impl redis::aio::ConnectionLike + Send),
+    e: Error,
+    keys: &[(&str, &str)],
+) -> Error {
+    match &e {
+        Error::WrongType(m) if !m.contains(" holds a ") => {}
+        _ => return e,
+    }
+    for (key, want) in keys {
+        let found: redis::RedisResult<String> =
+            redis::cmd("TYPE").arg(*key).query_async(conn).await;
+        match found {
+            Ok(t) if t != "none" && t != *want => {
+                return Error::WrongType(format!(
+                    "\"WRONGTYPE\": key {key} holds a {t}, not a {want}"
+                ));
+            }
+            _ => {}
+        }
+    }
+    e
+}
+
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         // Messages from redis-rs never carry the URL or the password; server

@@ -32,7 +32,7 @@ pub use settings::ReliableSettings;
 use crate::client::Client;
 use crate::connection::Dedicated;
 use crate::delay::{check_value, delay_to_millis};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{naming_wrong_key, Error, ErrorKind, Result};
 use crate::handle::{Handle, CALL_MARGIN};
 use crate::keys::{id_shard_basis, shard_for, ReliableKeys};
 use crate::logs::Escaped;
@@ -1920,7 +1920,11 @@ async fn read_ready(
                 create_group(conn, &keys.ready).await?;
                 created = true;
             }
-            read => break read?,
+            Err(e) => {
+                let wanted = [(&*keys.ready, "stream"), (&*keys.settings(), "hash")];
+                return Err(naming_wrong_key(conn, e.into(), &wanted).await);
+            }
+            Ok(read) => break read,
         }
     };
     let mut deliveries = parse_read(reply, queue, shard)?;

@@ -254,7 +254,16 @@ async fn wrong_type_is_its_own_error_and_writes_nothing() {
     let err = q.offer("x", Duration::ZERO).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
     assert_eq!(server.cli(&["DBSIZE"]), "1", "offer wrote nothing");
-    assert_eq!(q.poll().await.unwrap_err().kind(), ErrorKind::WrongType);
+    // poll and take (waiting or not) name the key, as the scripts' errors do.
+    for err in [
+        q.poll().await.unwrap_err(),
+        q.take(Some(Duration::ZERO)).await.unwrap_err(),
+        q.take(Some(Duration::from_millis(200))).await.unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::WrongType, "{err}");
+        let named = "key taken holds a string, not a list";
+        assert!(err.to_string().contains(named), "{err}");
+    }
     assert_eq!(
         q.transfer_now().await.unwrap_err().kind(),
         ErrorKind::WrongType

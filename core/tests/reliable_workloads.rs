@@ -1032,6 +1032,98 @@ async fn a_wrong_typed_key_fails_a_call_before_it_writes() {
         server.cli(&["DEL", key]);
     }
     assert_eq!(q.stats().await.unwrap().in_flight, 0);
+    // receive reads the ready stream and the settings outside a script: it names them too.
+    for (key, was) in [
+        ("{dq:typed}:ready", "stream"),
+        ("{dq:typed}:settings", "hash"),
+    ] {
+        server.cli(&["RENAME", key, "kept"]);
+        server.cli(&["SET", key, "oops"]);
+        for err in [
+            q.receive(Some(Duration::ZERO)).await.unwrap_err(),
+            q.receive_many(5, Some(Duration::from_millis(200)))
+                .await
+                .unwrap_err(),
+        ] {
+            assert_eq!(err.kind(), ErrorKind::WrongType, "{key}: {err}");
+            let named = format!("key {key} holds a string, not a {was}");
+            assert!(err.to_string().contains(&named), "{err}");
+        }
+        server.cli(&["DEL", key]);
+        server.cli(&["RENAME", "kept", key]);
+    }
+    c.close();
+}
+
+/// The coarser wheels and the settings are keys a script computes, not ones it is given:
+/// each call that may write checks them first too, so that a WRONGTYPE never comes after a
+/// write (Redis keeps what a script wrote before an error) and always names its key.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_typed_wheel_or_settings_fails_every_call_before_it_writes() {
+    let server = RedisServer::start();
+    let c = Client::connect(&server.url()).await.unwrap();
+    let q = c.reliable_queue("outer", named(30_000, 5)).unwrap();
+    // A message in each coarser wheel: level 1 (minutes), 2 (hours), 3 (days).
+    for (id, secs) in [("m", 120), ("h", 7_200), ("d", 3 * 86_400)] {
+        q.offer(id, Duration::from_secs(secs), Some(id))
+            .await
+            .unwrap();
+    }
+    q.offer("r", Duration::ZERO, None).await.unwrap();
+    let d = q.receive(WAIT).await.unwrap().unwrap();
+    let snapshot = || {
+        let mut keys: Vec<String> = server
+            .cli(&["KEYS", "*"])
+            .lines()
+            .map(String::from)
+            .collect();
+        keys.sort();
+        let dumps: Vec<String> = keys.iter().map(|k| server.cli(&["DUMP", k])).collect();
+        (keys, dumps)
+    };
+    for key in ["wheel1", "wheel2", "wheel3", "settings"].map(|k| format!("{{dq:outer}}:{k}")) {
+        server.cli(&["RENAME", &key, "kept"]);
+        server.cli(&["SET", &key, "oops"]);
+        let before = snapshot();
+        let hour = Duration::from_secs(3_600);
+        let failed = [
+            ("cancel m", q.cancel("m").await.map(drop)),
+            ("cancel h", q.cancel("h").await.map(drop)),
+            ("cancel d", q.cancel("d").await.map(drop)),
+            ("reschedule h", q.reschedule("h", hour).await.map(drop)),
+            (
+                "reschedule d",
+                q.reschedule("d", Duration::ZERO).await.map(drop),
+            ),
+            ("offer", q.offer("new", hour, None).await.map(drop)),
+            (
+                "offer id",
+                q.offer("new", 3 * hour, Some("new")).await.map(drop),
+            ),
+            ("nack", d.nack(Some(hour)).await.map(drop)),
+            ("requeue_dead", q.requeue_dead(None).await.map(drop)),
+            ("stats", q.stats().await.map(drop)),
+        ];
+        for (call, outcome) in failed {
+            let err = outcome.expect_err(call);
+            assert_eq!(err.kind(), ErrorKind::WrongType, "{key} {call}: {err}");
+            let named = format!("key {key} holds a string");
+            assert!(err.to_string().contains(&named), "{key} {call}: {err}");
+        }
+        assert!(before == snapshot(), "{key}: a failing call wrote");
+        server.cli(&["DEL", &key]);
+        server.cli(&["RENAME", "kept", &key]);
+    }
+    // Everything is where it was.
+    assert!(q.cancel("d").await.unwrap());
+    assert!(q.reschedule("h", Duration::ZERO).await.unwrap());
+    assert!(d.ack().await.unwrap());
+    let stats = q.stats().await.unwrap();
+    assert_eq!(
+        (stats.delayed + stats.ready, stats.in_flight),
+        (2, 0),
+        "{stats:?}"
+    );
     c.close();
 }
 

@@ -3,7 +3,7 @@
 -- ARGV[3] id
 -- Returns 1 when a message was removed, 0 when there was none (unknown id, or in flight,
 -- or dead).
-local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', META, 'hash')
+local err = wrong_type_with_wheels(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', META, 'hash')
 if err then return err end
 local attempts, flags = take_delayed(ARGV[3])
 if attempts then

@@ -7,7 +7,7 @@
 -- earlier ones); requeue takes the latest, and never an id that is alive again (waiting,
 -- ready or in flight: requeueing it would make two messages of one id). Once the latest is
 -- requeued, the one before takes its place, to be requeued when the id is not alive.
-local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
+local err = wrong_type_with_wheels(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
   META, 'hash', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash', ACKED, 'zset')
 if err then return err end
 local op = ARGV[3]

@@ -115,6 +115,20 @@ local function wheel_key(level)
   return PREFIX .. 'wheel' .. level
 end
 
+-- wrong_type (lib.lua) of the keys named, then of the settings and the coarser wheels
+-- (levels 1 and up), which are not in KEYS: a script that may write a bucket or a wheel
+-- checks them all first, so that no WRONGTYPE comes after a write (Redis keeps a script's
+-- writes made before an error), and every WRONGTYPE names its key.
+local function wrong_type_with_wheels(...)
+  local err = wrong_type(...) or wrong_type(SETTINGS, 'hash')
+  if err then return err end
+  for level = 1, TOP do
+    err = wrong_type(wheel_key(level), 'zset')
+    if err then return err end
+  end
+  return nil
+end
+
 -- A bucket's location in 'ids', and back (nil, nil for any other location).
 local function bucket_location(level, bucket)
   if level == 0 then return 'b' .. hex(bucket) end

@@ -5,7 +5,7 @@
 -- as an attempt, '0' to give it back untouched (a receive abandoned by its caller)
 -- Returns 1 when it will be retried, 2 when it went to the dead letters, 0 when the
 -- delivery was no longer pending.
-local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
+local err = wrong_type_with_wheels(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
   META, 'hash', LEASES, 'zset', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
 if err then return err end
 local fields = finish_delivery(ARGV[3])

@@ -4,7 +4,7 @@
 -- ARGV[4..] quadruples: delay ms, caller id ('' for a generated one), 16 random hex digits, payload
 -- Returns, per message, {id, 1 if created or 0 if the id was already waiting or in flight,
 -- the due time in server ms when created or -1}.
-local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
+local err = wrong_type_with_wheels(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
   META, 'hash', ACKED, 'zset')
 if err then return err end
 -- The settings seen here (the queue's, or this shard's copy) name the shards of the queue

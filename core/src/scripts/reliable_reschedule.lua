@@ -2,7 +2,7 @@
 -- KEYS, ARGV[1], ARGV[2]: see reliable_lib.lua. KEYS[7] wake channel.
 -- ARGV[3] id, ARGV[4] delay ms from now
 -- Returns the new due time, or -1 when no such message has that id (unknown, in flight, dead).
-local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', META, 'hash')
+local err = wrong_type_with_wheels(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', META, 'hash')
 if err then return err end
 local attempts, flags, due, payload = take_delayed(ARGV[3])
 if not attempts then

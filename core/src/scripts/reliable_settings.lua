@@ -10,7 +10,7 @@
 -- Returns the stored settings as field/value pairs (the defaults when none are stored).
 -- The queue's other keys are checked too: a queue whose keys hold other types gets no
 -- settings written (its first call fails with WRONGTYPE and changes nothing).
-local err = wrong_type(SETTINGS, 'hash', WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash',
+local err = wrong_type_with_wheels(SETTINGS, 'hash', WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash',
   DEAD, 'hash', META, 'hash', LEASES, 'zset', ACKED, 'zset', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
 if err then return err end
 local mode = ARGV[3]

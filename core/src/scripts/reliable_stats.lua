@@ -4,16 +4,12 @@
 -- here say otherwise: it would count a layout nobody uses).
 -- Returns {delayed, ready, in flight, dead}. The group's pending count comes from
 -- XINFO GROUPS, which does not walk the consumers.
-local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', DEAD, 'hash', META, 'hash',
+local err = wrong_type_with_wheels(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', DEAD, 'hash', META, 'hash',
   IDS, 'hash', ACKED, 'zset', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
 if err then return err end
 local shards = redis.call('HGET', SETTINGS, 'shards')
 if ARGV[3] and shards and shards ~= ARGV[3] then
   return redis.error_reply('DELAYQSHARDS ' .. shards)
-end
-for level = 1, #LEVELS - 1 do -- the coarser wheels, which hold the delayed count's messages
-  err = wrong_type(wheel_key(level), 'zset')
-  if err then return err end
 end
 expire_retained(now_ms(), 1000) -- dead letters past their retention are not counted
 -- Never below 0 (a count that went below it before the transfer clamped it).

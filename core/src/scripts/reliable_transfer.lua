@@ -6,8 +6,9 @@
 -- settings (reliable_settings.lua), whichever process runs the pass.
 -- Returns {work done, next wake time in server ms or -1, server now in ms, deliveries buried
 -- because their lease ended on the last attempt}.
-local err = wrong_type(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
-  META, 'hash', LEASES, 'zset', ACKED, 'zset', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash')
+local err = wrong_type_with_wheels(WHEEL, 'zset', NEAR, 'zset', READY, 'stream', IDS, 'hash', DEAD, 'hash',
+  META, 'hash', LEASES, 'zset', ACKED, 'zset', DEAD_UNTIL, 'zset', DEAD_EARLIER, 'hash',
+  PREFIX .. 'corrupt', 'list')
 if err then return err end
 local batch = tonumber(ARGV[3])
 local visibility = settings().visibility_ms
