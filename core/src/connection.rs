@@ -723,6 +723,9 @@ struct ReconnectState {
     /// The error of the last attempt, if it failed: callers that waited for that attempt
     /// get it instead of trying again at once.
     failed: Option<Error>,
+    /// A connection was dropped (or an attempt failed) since the last one opened: the next
+    /// that opens is logged, so that a log that said Redis was lost also says it is back.
+    lost: bool,
 }
 
 impl ReconnectState {
@@ -776,11 +779,15 @@ impl Reconnecting {
                 };
                 (s.conn, s.silent) = (Some(shared.clone()), Some(silent));
                 s.failed = None;
+                if std::mem::take(&mut s.lost) {
+                    tracing::info!("Redis connection open again");
+                }
                 self.answered(); // just opened
                 Ok(shared)
             }
             Err(e) => {
                 s.failed = Some(e.clone());
+                s.lost = true;
                 Err(e)
             }
         }
@@ -793,7 +800,8 @@ impl Reconnecting {
         let mut s = self.state.lock().expect("connection state");
         if s.generation == generation && s.conn.is_some() {
             s.conn = None;
-            tracing::info!("Redis connection replaced");
+            s.lost = true;
+            tracing::info!("Redis connection dropped; the next request opens another");
             if let (Some(sent), Some(tell)) = (silent, &s.silent) {
                 tell.send_replace(Some(sent));
             }
@@ -844,7 +852,7 @@ impl Reconnecting {
             }
             Err(_) => {
                 self.discard(generation, Some(sent));
-                tracing::warn!(?limit, "no reply from Redis in time; connection replaced");
+                tracing::warn!(?limit, "no reply from Redis in time; connection dropped");
                 Err(reply_lost(limit))
             }
         }
@@ -938,7 +946,7 @@ impl Reconnecting {
         };
         match outcome {
             Err(e) if e.is_timeout() => {
-                tracing::warn!(?limit, "no reply from Redis in time; connection replaced");
+                tracing::warn!(?limit, "no reply from Redis in time; connection dropped");
                 Err(reply_lost(limit))
             }
             Err(e) if connection_is_spent(&e) => Err(e),
