@@ -25,7 +25,7 @@ use crate::auth;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::handover::{self, HandOver};
 use crate::logs::Esc;
-use crate::state::{AppState, Held};
+use crate::state::{AppState, Held, Settled};
 use crate::webhook::{self, WebhookRecord};
 
 type AppStateRef = State<Arc<AppState>>;
@@ -1054,6 +1054,7 @@ async fn receive(
                     seq: state
                         .held_seq
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                    settled: None,
                 },
             );
             json
@@ -1086,21 +1087,41 @@ async fn receive(
 /// `delivery_id` this process handed out, or else a message id, whose latest delivery held
 /// here is meant (an earlier one may still be held when its lease ended and the message
 /// came again).
-fn held(state: &AppState, name: &str, key: &str) -> ApiResult<(String, delayq::Delivery)> {
+fn held(state: &AppState, name: &str, key: &str) -> ApiResult<HeldDelivery> {
     let map = state.held.lock().unwrap();
-    if let Some(h) = map.get(key).filter(|h| h.queue == name) {
-        return Ok((key.to_owned(), h.delivery.clone()));
+    let found = |(delivery_id, h): (&String, &Held)| HeldDelivery {
+        delivery_id: delivery_id.clone(),
+        delivery: h.delivery.clone(),
+        settled: h.settled.map(|(how, _)| how),
+    };
+    if let Some(h) = map.get_key_value(key).filter(|(_, h)| h.queue == name) {
+        return Ok(found(h));
     }
     map.iter()
         .filter(|(_, h)| h.queue == name && h.delivery.id == key)
         .max_by_key(|(_, h)| h.seq)
-        .map(|(delivery_id, h)| (delivery_id.clone(), h.delivery.clone()))
+        .map(found)
         .ok_or_else(|| {
             ApiError::not_found(format!(
                 "no delivery {key:?} of queue {name:?} on this service: neither a delivery_id nor the id of a message received here (or forgotten {} s after its lease ended)",
                 crate::state::FORGET_AFTER.as_secs()
             ))
         })
+}
+
+/// A delivery held here, as an ack, nack or extend finds it.
+struct HeldDelivery {
+    delivery_id: String,
+    delivery: delayq::Delivery,
+    settled: Option<Settled>,
+}
+
+/// Records how `delivery_id` was settled, for a retry of the same call.
+fn settle(state: &AppState, delivery_id: &str, how: Settled) {
+    if let Some(h) = state.held.lock().unwrap().get_mut(delivery_id) {
+        h.settled = Some((how, std::time::Instant::now()));
+        h.delivery.payload = Vec::new(); // not needed for an answer
+    }
 }
 
 /// The path parameter of the deliveries' routes.
@@ -1130,9 +1151,17 @@ async fn ack(
 ) -> ApiResult<Json<AckResponse>> {
     auth::check(&state, &headers)?;
     no_body(&raw)?;
-    let (delivery, d) = held(&state, &name, &key)?;
-    let acked = d.ack().await?;
-    state.held.lock().unwrap().remove(&delivery);
+    let h = held(&state, &name, &key)?;
+    // A retried ack answers as the first did; an ack after a nack finds no lease.
+    let acked = match h.settled {
+        Some(Settled::Acked(acked)) => acked,
+        Some(Settled::Nacked(_)) => false,
+        None => {
+            let acked = h.delivery.ack().await?;
+            settle(&state, &h.delivery_id, Settled::Acked(acked));
+            acked
+        }
+    };
     Ok(Json(AckResponse { acked }))
 }
 
@@ -1169,9 +1198,17 @@ async fn nack(
     auth::check(&state, &headers)?;
     let req: NackRequest = body(&raw)?;
     let delay = req.delay_ms.map(delay_of).transpose()?;
-    let (delivery, d) = held(&state, &name, &key)?;
-    let nacked = d.nack(delay).await?;
-    state.held.lock().unwrap().remove(&delivery);
+    let h = held(&state, &name, &key)?;
+    // A retried nack answers as the first did; a nack after an ack finds no lease.
+    let nacked = match h.settled {
+        Some(Settled::Nacked(nacked)) => nacked,
+        Some(Settled::Acked(_)) => false,
+        None => {
+            let nacked = h.delivery.nack(delay).await?;
+            settle(&state, &h.delivery_id, Settled::Nacked(nacked));
+            nacked
+        }
+    };
     Ok(Json(NackResponse { nacked }))
 }
 
@@ -1211,11 +1248,12 @@ async fn extend(
     auth::check(&state, &headers)?;
     let req: ExtendRequest = body(&raw)?;
     let duration = delay_of(req.duration_ms)?;
-    let (_, d) = held(&state, &name, &key)?;
-    let extended = d.extend(duration).await?;
+    let h = held(&state, &name, &key)?;
+    // An acked or nacked delivery has no lease left to extend.
+    let extended = h.settled.is_none() && h.delivery.extend(duration).await?;
     Ok(Json(ExtendResponse {
         extended,
-        deadline: d.deadline(),
+        deadline: h.delivery.deadline(),
     }))
 }
 

@@ -24,6 +24,22 @@ pub(crate) struct Held {
     /// Receipt order (from `AppState::held_seq`): the latest delivery of a message is the
     /// one its id names in `/deliveries/{id}/...`.
     pub(crate) seq: u64,
+    /// How an ack or nack settled it, and when: a retry (its first answer lost) gets the
+    /// same answer for [`SETTLED_KEPT`], not a 404.
+    pub(crate) settled: Option<(Settled, std::time::Instant)>,
+}
+
+/// How long a delivery acked or nacked over HTTP is remembered (its payload dropped), so
+/// that a retried ack or nack gets the first one's answer.
+pub(crate) const SETTLED_KEPT: Duration = Duration::from_secs(60);
+
+/// The outcome of a delivery's ack or nack over HTTP.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Settled {
+    /// Acked: whether it found the lease held.
+    Acked(bool),
+    /// Nacked: whether it found the lease held.
+    Nacked(bool),
 }
 
 /// A queue handle that can be closed (which stops its transfer task).
@@ -398,11 +414,10 @@ impl AppState {
                     }
                 }
                 let cutoff = state.server_now_ms() - FORGET_AFTER.as_millis() as i64;
-                state
-                    .held
-                    .lock()
-                    .unwrap()
-                    .retain(|_, h| h.delivery.deadline() > cutoff);
+                state.held.lock().unwrap().retain(|_, h| match h.settled {
+                    Some((_, at)) => at.elapsed() < SETTLED_KEPT,
+                    None => h.delivery.deadline() > cutoff,
+                });
                 if state.config.webhooks {
                     state.webhooks.refresh(&state).await;
                 }

@@ -120,14 +120,24 @@ async fn every_reliable_route_does_what_core_does() {
         )
         .await;
     assert_eq!((s, n["nacked"].as_bool()), (200, Some(true)));
-    let (s, _) = env
+    // A retried nack (its answer lost) gets the first one's answer; an ack after it finds
+    // no lease.
+    let (s, n) = env
+        .call(
+            "POST",
+            &format!("/v1/queues/jobs/deliveries/{delivery}/nack"),
+            Some(json!({"delay_ms": 0})),
+        )
+        .await;
+    assert_eq!((s, n["nacked"].as_bool()), (200, Some(true)));
+    let (s, k) = env
         .call(
             "POST",
             &format!("/v1/queues/jobs/deliveries/{delivery}/ack"),
             None,
         )
         .await;
-    assert_eq!(s, 404, "a settled delivery is forgotten");
+    assert_eq!((s, k["acked"].as_bool()), (200, Some(false)));
     let (_, got) = env
         .call(
             "POST",
@@ -154,6 +164,34 @@ async fn every_reliable_route_does_what_core_does() {
         )
         .await;
     assert_eq!((s, k["acked"].as_bool()), (200, Some(true)));
+    // A retried ack (its answer lost) is answered as the first was, by delivery_id or by
+    // message id, and touches nothing; an acked delivery has no lease to extend.
+    for key in [delivery.as_str(), b_id.as_str()] {
+        let (s, k) = env
+            .call(
+                "POST",
+                &format!("/v1/queues/jobs/deliveries/{key}/ack"),
+                None,
+            )
+            .await;
+        assert_eq!((s, k["acked"].as_bool()), (200, Some(true)), "{key}");
+    }
+    let (s, x) = env
+        .call(
+            "POST",
+            &format!("/v1/queues/jobs/deliveries/{delivery}/extend"),
+            Some(json!({"duration_ms": 90000})),
+        )
+        .await;
+    assert_eq!((s, x["extended"].as_bool()), (200, Some(false)));
+    let (s, n) = env
+        .call(
+            "POST",
+            &format!("/v1/queues/jobs/deliveries/{delivery}/nack"),
+            None,
+        )
+        .await;
+    assert_eq!((s, n["nacked"].as_bool()), (200, Some(false)));
     let (_, none) = env
         .call(
             "POST",
@@ -1882,8 +1920,16 @@ async fn deliveries_are_named_by_delivery_id_or_by_message_id() {
         .call("POST", "/v1/queues/byid/deliveries/m1/ack", None)
         .await;
     assert_eq!((s, k["acked"].as_bool()), (200, Some(true)), "{k}");
-    let (s, e) = env
+    let (s, k) = env
         .call("POST", "/v1/queues/byid/deliveries/m1/ack", None)
+        .await;
+    assert_eq!(
+        (s, k["acked"].as_bool()),
+        (200, Some(true)),
+        "a retried ack answers as the first: {k}"
+    );
+    let (s, e) = env
+        .call("POST", "/v1/queues/byid/deliveries/m9/ack", None)
         .await;
     assert_eq!((s, e["error"]["kind"].as_str()), (404, Some("not_found")));
     let (s, _) = env
