@@ -16,6 +16,8 @@ mod reliable;
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -110,17 +112,21 @@ struct Cli {
 enum Command {
     /// Offer a value; prints its due time in Unix ms as the server computed it.
     Offer {
+        /// The queue's name (the key of the list that takers read).
         queue: String,
         /// Delay in milliseconds.
         delay_ms: u64,
-        /// The value; read from stdin when absent (one trailing newline, `\n` or `\r\n`, is dropped).
+        /// The value; read from stdin when absent, all of it (one trailing newline, `\n` or
+        /// `\r\n`, is dropped; an empty stdin, as `</dev/null`, offers an empty value).
         value: Option<String>,
     },
     /// Take values as they come due, one per line; runs the transfer task meanwhile. A
-    /// value that cannot be printed (standard output closed or full) goes back to the queue.
+    /// value that cannot be printed (standard output closed or full) goes back to the queue;
+    /// once the reader of standard output goes away (`| head -1`), it stops waiting (exit 1).
     /// Ctrl-C or SIGTERM ends it (exit 0) within about 0.2 s; a value handed over meanwhile
     /// is printed first, never lost.
     Take {
+        /// The queue's name.
         queue: String,
         /// Give up after this many milliseconds in all (default: wait forever); exits 0
         /// with the values taken so far, none included (count the lines printed).
@@ -132,11 +138,15 @@ enum Command {
     },
     /// Print the counts of a queue, after one transfer pass (entries already due count as
     /// ready even when no process runs the transfer task).
-    Stats { queue: String },
+    Stats {
+        /// The queue's name.
+        queue: String,
+    },
     /// Run the transfer task for these queues in the foreground until interrupted. Started
     /// before Redis is reachable, it says so and keeps trying (0.5 s apart at first,
     /// doubling to 10 s).
     Transfer {
+        /// The queues' names.
         #[arg(required = true)]
         queues: Vec<String>,
         /// Longest pause between two transfer passes, in ms.
@@ -327,7 +337,7 @@ async fn run(cli: Cli) -> CliResult<()> {
         } => {
             let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
             delayq::check_delayed_queue(&queue, &Default::default(), cli.cluster)?;
-            let stop = stop_flag();
+            let (stop, gone) = stop_flag_or_output_gone();
             let client = delayq::Client::connect_by(opts.clone(), deadline).await?;
             let queue = client.delayed_queue(&queue)?;
             let mut reconnects = Reconnects::new();
@@ -367,6 +377,11 @@ async fn run(cli: Cli) -> CliResult<()> {
                 }
             }
             client.close();
+            if gone.load(Ordering::SeqCst) {
+                return Err(output_gone(
+                    "stopped waiting, with nothing taken since the last value printed",
+                ));
+            }
             Ok(())
         }
         Command::Stats { queue } => {
@@ -669,8 +684,28 @@ pub(crate) fn decode_input(value: Vec<u8>, base64: bool) -> delayq::Result<Vec<u
         .filter(|b| !b.is_ascii_whitespace())
         .collect();
     base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .map_err(|e| delayq::Error::InvalidArgument(format!("value is not base64: {e}")))
+        .decode(&text)
+        .map_err(|e| {
+            delayq::Error::InvalidArgument(format!(
+                "value is not base64: {}",
+                base64_error(&text, e)
+            ))
+        })
+}
+
+/// What is wrong with base64 `text`, the offending character shown as itself (the base64
+/// crate gives its byte value: "Invalid symbol 33, offset 0").
+fn base64_error(text: &[u8], e: base64::DecodeError) -> String {
+    match e {
+        base64::DecodeError::InvalidByte(at, _) | base64::DecodeError::InvalidLastSymbol(at, _) => {
+            let c = String::from_utf8_lossy(&text[at..])
+                .chars()
+                .next()
+                .unwrap_or('?');
+            format!("{c:?} at character {at} (of the value without its whitespace)")
+        }
+        other => other.to_string(),
+    }
 }
 
 pub(crate) fn encode_output(value: &[u8], base64: bool) -> Vec<u8> {
@@ -741,16 +776,54 @@ impl Reconnects {
     }
 }
 
-/// Turns true once Ctrl-C or SIGTERM came; the handlers are installed at once, so that
-/// from now on neither kills the process.
-pub(crate) fn stop_flag() -> tokio::sync::watch::Receiver<bool> {
+/// Turns true once Ctrl-C or SIGTERM came (the handlers are installed at once, so that
+/// from now on neither kills the process), or once the reader of standard output goes away (the `head -1` of
+/// `delayq take Q --count 5 | head -1`): a command waiting for values stops then as on
+/// Ctrl-C, rather than noticing only when it writes the next one, which may never come.
+/// The second half says whether that is why.
+pub(crate) fn stop_flag_or_output_gone() -> (tokio::sync::watch::Receiver<bool>, Arc<AtomicBool>) {
     let (set, flag) = tokio::sync::watch::channel(false);
+    let set = Arc::new(set);
     let stopped = interrupted();
+    let on_signal = set.clone();
     tokio::spawn(async move {
         stopped.await;
-        let _ = set.send(true);
+        let _ = on_signal.send(true);
     });
-    flag
+    let gone = Arc::new(AtomicBool::new(false));
+    let seen = gone.clone();
+    // A thread of its own (not the runtime's blocking pool, whose shutdown would wait for
+    // it): poll() with no events asked reports only an error or hang-up, which a pipe's
+    // write end gets once its reader closed; a file or a terminal never wakes it.
+    let watch = move || loop {
+        let mut fd = libc::pollfd {
+            fd: 1,
+            events: 0,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, for the duration of the call.
+        let n = unsafe { libc::poll(&mut fd, 1, -1) };
+        if n > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+            seen.store(true, Ordering::SeqCst);
+            let _ = set.send(true);
+            return;
+        }
+        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+        if n > 0 && fd.revents & libc::POLLNVAL != 0 {
+            return; // not open: nothing to watch
+        }
+    };
+    let _ = std::thread::Builder::new()
+        .name("stdout-watch".into())
+        .spawn(watch);
+    (flag, gone)
+}
+
+/// The error of a command that stopped because standard output's reader went away.
+pub(crate) fn output_gone(after: &str) -> Failure {
+    Failure::Io(format!("standard output was closed by its reader; {after}"))
 }
 
 pub(crate) fn interrupted() -> impl std::future::Future<Output = ()> {

@@ -107,7 +107,9 @@ enum ReliableCommand {
     /// Offer a message; prints its id. An id already waiting, ready or in flight (or acked
     /// within the idempotency retention) creates nothing: standard error says so.
     Offer {
+        /// The queue's name.
         queue: String,
+        /// Delay in milliseconds.
         delay_ms: u64,
         /// The payload; read from stdin when absent (one trailing newline, `\n` or `\r\n`, is dropped).
         value: Option<String>,
@@ -123,6 +125,7 @@ enum ReliableCommand {
     /// Receive messages, print one per line, and ack each once printed (unless --no-ack). A
     /// message that cannot be printed (standard output closed or full) is given back.
     Receive {
+        /// The queue's name.
         queue: String,
         /// Stop waiting after this long (counting the connect); 0 takes what is ready now.
         #[arg(long)]
@@ -143,20 +146,32 @@ enum ReliableCommand {
         hold: bool,
     },
     /// Remove a message no consumer has received yet (waiting or ready); prints true or false.
-    Cancel { queue: String, id: String },
+    Cancel {
+        /// The queue's name.
+        queue: String,
+        /// The message id.
+        id: String,
+    },
     /// Move a message no consumer has received yet (waiting or ready) to a new due time; prints true or false.
     Reschedule {
+        /// The queue's name.
         queue: String,
+        /// The message id.
         id: String,
+        /// The new delay from now, in milliseconds.
         delay_ms: u64,
     },
     /// Print the counts (delayed, ready, in_flight, dead) and the stored settings, after one
     /// transfer pass (due messages made ready, ended leases taken back or buried).
-    Stats { queue: String },
+    Stats {
+        /// The queue's name.
+        queue: String,
+    },
     /// Store the queue's settings (the given ones; the rest keep their stored value, or
     /// the defaults for a new queue) and print them. Every handle in every process uses
     /// the stored settings.
     Configure {
+        /// The queue's name.
         queue: String,
         #[command(flatten)]
         settings: SettingsArgs,
@@ -164,15 +179,25 @@ enum ReliableCommand {
     /// Print dead letters as `id<TAB>attempts<TAB>value` (after one transfer pass, so a
     /// lease that ended on the last attempt is among them).
     Dead {
+        /// The queue's name.
         queue: String,
+        /// At most this many.
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
     /// Make dead letters ready again (the given ids, or all; after one transfer pass);
     /// prints the count.
-    RequeueDead { queue: String, ids: Vec<String> },
+    RequeueDead {
+        /// The queue's name.
+        queue: String,
+        /// The ids of the dead letters to requeue (default: all).
+        ids: Vec<String>,
+    },
     /// Delete every dead letter (after one transfer pass); prints the count.
-    PurgeDead { queue: String },
+    PurgeDead {
+        /// The queue's name.
+        queue: String,
+    },
 }
 
 impl ReliableCommand {
@@ -290,7 +315,7 @@ pub async fn run(
             let q = client.reliable_queue(&queue, opts)?;
             let (mut held, mut leases) = (Vec::new(), Vec::new());
             // Listening from the start: a Ctrl-C right after a line was printed is not lost.
-            let mut stop = crate::stop_flag();
+            let (mut stop, gone) = crate::stop_flag_or_output_gone();
             let mut reconnects = crate::Reconnects::new();
             for _ in 0..count {
                 // Waits of at most STOP_CHECK, never cut short: Ctrl-C or SIGTERM ends the
@@ -363,6 +388,10 @@ pub async fn run(
                 if lost > 0 {
                     say!("delayq: {lost} held message(s) had lost their lease (taken back for another delivery) and were not given back here");
                 }
+            }
+            if gone.load(std::sync::atomic::Ordering::SeqCst) {
+                let after = "stopped waiting, with nothing received since the last message printed";
+                return Err(crate::output_gone(after));
             }
         }
         ReliableCommand::Cancel { queue, id } => {

@@ -468,6 +468,33 @@ fn exit_codes_say_usage_or_error() {
     assert!(said.contains("holds a hash, not a zset"), "{said}");
 }
 
+/// `take --count 5 | head -1`: once `head` has its line and exits, take stops waiting for
+/// the next value (which it could not print) instead of waiting for it forever, and exits
+/// 1 saying why.
+#[test]
+fn a_take_whose_reader_went_away_stops_waiting() {
+    let server = RedisServer::start();
+    server.cli(&["RPUSH", "gone", "first"]);
+    let mut take = Command::new(env!("CARGO_BIN_EXE_delayq"))
+        .args(["--url", &server.url(), "take", "gone", "--count", "5"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(take.stdout.take().unwrap()));
+    assert_eq!(lines.next().unwrap().unwrap(), "first");
+    drop(lines);
+    let (ended, out) = within_10s(take);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(ended.and_then(|s| s.code()), Some(1), "{said}");
+    assert!(
+        said.contains("standard output was closed by its reader"),
+        "{said}"
+    );
+    server.cli(&["RPUSH", "gone", "second"]);
+    assert_eq!(server.cli(&["LRANGE", "gone", "0", "-1"]), "second");
+}
+
 /// `child`'s exit status if it ended within 10 s (it is killed then), and its output.
 fn within_10s(mut child: std::process::Child) -> (Option<std::process::ExitStatus>, Output) {
     let deadline = Instant::now() + Duration::from_secs(10);

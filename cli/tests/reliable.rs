@@ -4,7 +4,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Output, Stdio};
 
 use common::RedisServer;
@@ -538,6 +538,64 @@ fn a_held_receive_keeps_the_leases_of_its_messages() {
         "--show-id",
     ];
     assert_eq!(text(&delayq(&server, &again)), "k1\t1\theld\n");
+}
+
+/// A receive waiting for more (`--count 5 | head -1`) stops once the reader of its output
+/// goes away, without waiting for a message it could not print: it exits 1 saying so, and
+/// gives back what it held.
+#[test]
+fn a_receive_whose_reader_went_away_stops_waiting() {
+    let server = RedisServer::start();
+    text(&delayq(
+        &server,
+        &["reliable", "offer", "gone", "0", "first", "--id", "g1"],
+    ));
+    let mut receiver = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["--url", &server.url(), "reliable", "receive", "gone"])
+            .args(["--count", "5", "--hold", "--show-id"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(receiver.0.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "g1\t1\tfirst");
+    drop(lines); // as `head -1` exits
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = receiver.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still waiting 10 s after its reader went away"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut said = String::new();
+    receiver
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut said)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("standard output was closed by its reader"),
+        "{said}"
+    );
+    // The held message was given back, its attempt not counted.
+    let again = [
+        "reliable",
+        "receive",
+        "gone",
+        "--timeout-ms",
+        "5000",
+        "--show-id",
+    ];
+    assert_eq!(text(&delayq(&server, &again)), "g1\t1\tfirst\n");
 }
 
 /// `reliable configure Q` with no option stores the defaults for a new queue (pins them):
