@@ -427,6 +427,7 @@ async fn measure_lateness(client: &Client, args: &BenchArgs, probe: Probe) -> Re
     let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / args.rate as f64));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let mut offers = tokio::task::JoinSet::new();
+    let sending = Instant::now();
     for seq in 0..total as u64 {
         ticker.tick().await;
         let probe = probe.clone();
@@ -437,7 +438,23 @@ async fn measure_lateness(client: &Client, args: &BenchArgs, probe: Probe) -> Re
         let (seq, at) = r.map_err(|e| Error::Server(e.to_string()))??;
         due[seq] = at;
     }
+    let sent_in = sending.elapsed().as_secs_f64();
     let arrived = consume.await.map_err(|e| Error::Server(e.to_string()))??;
+    // Whether the run held its rate: the offers sent on time, and the consumer keeping up
+    // (a consumer that falls behind makes the figures a backlog's, not a hand-off's).
+    let times = arrived.iter().map(|(a, _)| *a).filter(|a| !a.is_nan());
+    let (first, last) = times.fold((f64::MAX, f64::MIN), |(lo, hi), a| (lo.min(a), hi.max(a)));
+    let offered = total as f64 / sent_in.max(1e-9);
+    let received_in = ((last - first) / 1000.0).max(0.0);
+    println!(
+        "offers sent at {offered:.0}/s (asked {}/s) over {sent_in:.2} s; the consumer took them over {received_in:.2} s{}",
+        args.rate,
+        if received_in > sent_in + 1.0 || offered < 0.95 * args.rate as f64 {
+            ": the rate was not held, so the figures below are not those of a steady rate"
+        } else {
+            ""
+        }
+    );
     Ok(arrived
         .iter()
         .zip(&due)
