@@ -373,10 +373,8 @@ end
 -- attempts, flags, due, payload, or nil when the message is not delayed (unknown, ready, in
 -- flight, or dead).
 -- A caller's id (or a moved message) has its place in 'ids'. A generated id names its due
--- second, so its place follows from the clock: the bucket of level_for(due, now), or 'near';
--- should the transfer not have cascaded that far yet, the coarser buckets that held it before
--- are looked at next (a second look, at most one per level, only while a cascade lags; a
--- list that does not exist costs one LRANGE that finds nothing).
+-- second, so it is in 'near' around that second or in one bucket per level: at most one
+-- look per place (a list that does not exist costs one LRANGE that finds nothing).
 local function take_delayed(id, keep)
   local location = redis.call('HGET', IDS, id)
   if location then
@@ -389,23 +387,19 @@ local function take_delayed(id, keep)
     end
     return nil
   end
+  -- Every place, finest first, not only the one the clock names now: a server clock
+  -- stepped back (an NTP step, a failover to a host whose clock is behind) leaves messages
+  -- in finer places than now's; a cascade that lags, in coarser ones.
   local born = bucket_of_generated(id)
   if not born then return nil end
   local due = born * WIDTH
-  local level = level_for(due, now_ms())
-  if level < 0 then
-    local attempts, flags, at, payload = take_from_near(id, due, due + WIDTH - 1, keep)
-    if attempts then return attempts, flags, at, payload end
-    level = 0
-  end
-  for l = level, TOP do
+  local attempts, flags, at, payload = take_from_near(id, due, due + WIDTH - 1, keep)
+  if attempts then return attempts, flags, at, payload end
+  for l = 0, TOP do
     local width = LEVELS[l + 1][1]
-    local attempts, flags, at, payload = take_from_bucket(l, math.floor(due / width), id, keep)
+    attempts, flags, at, payload = take_from_bucket(l, math.floor(due / width), id, keep)
     if attempts then return attempts, flags, at, payload end
   end
-  -- Placed before the wheel had levels: in its level-0 bucket (no such list otherwise, while
-  -- the level-1 bucket around it has not opened).
-  if level > 0 then return take_from_bucket(0, born, id, keep) end
   return nil
 end
 

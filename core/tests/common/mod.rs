@@ -12,6 +12,8 @@ pub struct RedisServer {
     pub dir: PathBuf,
     aof: bool,
     extra: Vec<String>,
+    /// Environment of the server process (the clock shim's).
+    env: Vec<(String, String)>,
     child: Option<Child>,
 }
 
@@ -81,6 +83,7 @@ impl RedisServer {
             dir,
             aof: false,
             extra: vec!["--unixsocket".into(), sock],
+            env: Vec::new(),
             child: None,
         };
         server.spawn();
@@ -104,6 +107,7 @@ impl RedisServer {
             dir,
             aof: false,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
             child: None,
         };
         server.spawn();
@@ -121,10 +125,74 @@ impl RedisServer {
             dir,
             aof,
             extra: Vec::new(),
+            env: Vec::new(),
             child: None,
         };
         server.spawn();
         server
+    }
+
+    /// A server whose realtime clock (`TIME` in scripts included) runs the milliseconds
+    /// that [`RedisServer::shift_clock`] sets off the machine's: `clock_shift.c`, compiled
+    /// with the system's C compiler and preloaded, reads them from a file every 50 ms.
+    #[allow(dead_code, reason = "not every test binary steps clocks")]
+    pub fn start_with_clock_shift() -> Self {
+        ensure_installed();
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("delayq-test-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (source, shim) = (dir.join("clock_shift.c"), dir.join("clock_shift.so"));
+        std::fs::write(&source, include_str!("clock_shift.c")).unwrap();
+        let built = Command::new("cc")
+            .args(["-shared", "-fPIC", "-O2", "-o"])
+            .args([&shim, &source])
+            .status()
+            .expect("the clock shim needs a C compiler (cc)");
+        assert!(built.success(), "cc failed on clock_shift.c");
+        let file = dir.join("clock_offset_ms");
+        std::fs::write(&file, "0").unwrap();
+        let env = vec![
+            ("LD_PRELOAD".into(), shim.to_str().unwrap().to_owned()),
+            (
+                "DELAYQ_CLOCK_FILE".into(),
+                file.to_str().unwrap().to_owned(),
+            ),
+        ];
+        let mut server = RedisServer {
+            port,
+            dir,
+            aof: false,
+            extra: Vec::new(),
+            env,
+            child: None,
+        };
+        server.spawn();
+        server
+    }
+
+    /// Steps the clock of a [`RedisServer::start_with_clock_shift`] server to `ms` off the
+    /// machine's, and returns once its `TIME` shows it.
+    #[allow(dead_code, reason = "not every test binary steps clocks")]
+    pub fn shift_clock(&self, ms: i64) {
+        std::fs::write(self.dir.join("clock_offset_ms"), ms.to_string()).unwrap();
+        let machine = || {
+            let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            d.unwrap().as_millis() as i64
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let time = self.cli(&["TIME"]);
+            let mut parts = time.lines().map(|l| l.trim().parse::<i64>().unwrap());
+            let server = parts.next().unwrap() * 1000 + parts.next().unwrap() / 1000;
+            if (server - machine() - ms).abs() < 500 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server's clock did not step to {ms} ms"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Starts the server on its port, or, the first time only, on another free port when
@@ -162,6 +230,7 @@ impl RedisServer {
         .args(["--appendonly", if self.aof { "yes" } else { "no" }])
         .args(["--appendfsync", "always"])
         .args(&self.extra)
+        .envs(self.env.iter().map(|(k, v)| (k, v)))
         .args(["--logfile", self.dir.join("redis.log").to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
