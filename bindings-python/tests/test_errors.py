@@ -213,7 +213,7 @@ def test_bad_duration_options_are_invalid_arguments(url: str, name: str, bad: ob
     ("bad", "words"),
     [
         (-1, "reconcile_interval must not be negative, got -1 s"),
-        (-0.5, "reconcile_interval must be a non-negative number of seconds, got -0.5"),
+        (-0.5, "reconcile_interval must not be negative, got -0.5 s"),
         (math.inf, "reconcile_interval must be finite"),
         ("1", "reconcile_interval must be int, float or timedelta seconds, not str"),
     ],

@@ -110,9 +110,16 @@ pub fn duration_from_secs_f64(secs: f64, what: &str) -> Result<Duration> {
 /// A timeout from seconds as a float: like a delay, finite and non-negative. `what` names
 /// it in the errors (`"timeout"`, or the option that is a duration: `"reconcile_interval"`).
 pub fn timeout_from_secs_f64(secs: f64, what: &str) -> Result<Duration> {
-    if secs.is_nan() || secs < 0.0 {
+    if secs.is_nan() {
         return Err(Error::invalid(format!(
             "{what} must be a non-negative number of seconds, got {}",
+            shown(secs)
+        )));
+    }
+    if secs < 0.0 {
+        // As an integer's (`timeout_from_secs_integer`): one message for -1 and -0.5.
+        return Err(Error::invalid(format!(
+            "{what} must not be negative, got {} s",
             shown(secs)
         )));
     }

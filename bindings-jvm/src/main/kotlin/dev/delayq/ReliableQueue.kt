@@ -531,7 +531,7 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
      * running at the deadline are abandoned and their messages given back. Idempotent. Not from
      * a handler of this queue's [consume]: it would wait for that handler until the deadline.
      */
-    fun closeGracefully(deadline: Duration) = native { ffi.closeGracefullyBlocking(Bridge.timeout(deadline)) }
+    fun closeGracefully(deadline: Duration) = native { ffi.closeGracefullyBlocking(Bridge.timeout(deadline, "deadline")) }
 
     /** [closeGracefully]: `close(deadline)`, the name the other languages give the graceful close. */
     fun close(deadline: Duration) = closeGracefully(deadline)
@@ -592,7 +592,7 @@ class ReliableQueue internal constructor(private val ffi: FfiReliableQueue) : Au
         suspend fun settings(): ReliableSettings = native { settings(ffi.settings()) }
 
         /** [ReliableQueue.closeGracefully]; cancelling the coroutine closes the handle at once. */
-        suspend fun closeGracefully(deadline: Duration): Unit = native { ffi.closeGracefully(Bridge.timeout(deadline)) }
+        suspend fun closeGracefully(deadline: Duration): Unit = native { ffi.closeGracefully(Bridge.timeout(deadline, "deadline")) }
 
         /** [closeGracefully], by the name the other languages give it. */
         suspend fun close(deadline: Duration): Unit = closeGracefully(deadline)

@@ -10,6 +10,7 @@ import org.junit.jupiter.api.extension.ExtendWith
 import java.time.Duration
 import java.util.concurrent.ExecutionException
 import java.util.concurrent.TimeUnit
+import kotlinx.coroutines.runBlocking
 
 @ExtendWith(RedisExtension::class)
 class ErrorsTest {
@@ -180,6 +181,13 @@ class ErrorsTest {
             client.delayedQueue(name).use { q ->
                 val bad = assertThrows<InvalidArgumentException> { q.offer("x", second) }
                 assertTrue("delay must not be negative" in bad.message!!, bad.message)
+            }
+            // a graceful close's deadline is named as in Python and Node
+            client.reliableQueue(name).use { q ->
+                for (close in listOf<() -> Unit>({ q.close(second) }, { runBlocking { q.coroutines.close(second) } })) {
+                    val bad = assertThrows<InvalidArgumentException> { close() }
+                    assertTrue("deadline must not be negative" in bad.message!!, bad.message)
+                }
             }
         }
 }
