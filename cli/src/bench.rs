@@ -15,7 +15,7 @@ pub struct BenchArgs {
     /// Offers for the throughput benchmark.
     #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
     ops: u64,
-    /// Offers in flight at once (and redis-benchmark's -c).
+    /// Offers in flight at once (and redis-benchmark's: -c 1 -P N pipelined, -c N without).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
     concurrency: u64,
     /// Offers per second in the lateness benchmark.

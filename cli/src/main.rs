@@ -337,7 +337,7 @@ async fn run(cli: Cli) -> CliResult<()> {
         } => {
             let deadline = timeout_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
             delayq::check_delayed_queue(&queue, &Default::default(), cli.cluster)?;
-            let (stop, gone) = stop_flag_or_output_gone();
+            let (stop, gone) = (stop_flag(), output_watch());
             let client = delayq::Client::connect_by(opts.clone(), deadline).await?;
             let queue = client.delayed_queue(&queue)?;
             let mut reconnects = Reconnects::new();
@@ -348,6 +348,13 @@ async fn run(cli: Cli) -> CliResult<()> {
                     let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                     if *stop.borrow() {
                         break None;
+                    }
+                    if gone.load(Ordering::SeqCst) {
+                        // Still owing values that could not be printed: nothing more is taken.
+                        client.close();
+                        let after =
+                            "stopped waiting, with nothing taken since the last value printed";
+                        return Err(output_gone(after));
                     }
                     if left == Some(Duration::ZERO) {
                         // Out of time (or --timeout-ms 0): what is due now, without waiting.
@@ -377,11 +384,6 @@ async fn run(cli: Cli) -> CliResult<()> {
                 }
             }
             client.close();
-            if gone.load(Ordering::SeqCst) {
-                return Err(output_gone(
-                    "stopped waiting, with nothing taken since the last value printed",
-                ));
-            }
             Ok(())
         }
         Command::Stats { queue } => {
@@ -776,20 +778,22 @@ impl Reconnects {
     }
 }
 
-/// Turns true once Ctrl-C or SIGTERM came (the handlers are installed at once, so that
-/// from now on neither kills the process), or once the reader of standard output goes away (the `head -1` of
-/// `delayq take Q --count 5 | head -1`): a command waiting for values stops then as on
-/// Ctrl-C, rather than noticing only when it writes the next one, which may never come.
-/// The second half says whether that is why.
-pub(crate) fn stop_flag_or_output_gone() -> (tokio::sync::watch::Receiver<bool>, Arc<AtomicBool>) {
+/// Turns true once Ctrl-C or SIGTERM came; the handlers are installed at once, so that
+/// from now on neither kills the process.
+pub(crate) fn stop_flag() -> tokio::sync::watch::Receiver<bool> {
     let (set, flag) = tokio::sync::watch::channel(false);
-    let set = Arc::new(set);
     let stopped = interrupted();
-    let on_signal = set.clone();
     tokio::spawn(async move {
         stopped.await;
-        let _ = on_signal.send(true);
+        let _ = set.send(true);
     });
+    flag
+}
+
+/// Turns true once the reader of standard output goes away (the `head -1` of `delayq take
+/// Q --count 5 | head -1`), so that a command waiting for values stops then, rather than
+/// noticing only when it writes the next one, which may never come.
+pub(crate) fn output_watch() -> Arc<AtomicBool> {
     let gone = Arc::new(AtomicBool::new(false));
     let seen = gone.clone();
     // A thread of its own (not the runtime's blocking pool, whose shutdown would wait for
@@ -805,7 +809,6 @@ pub(crate) fn stop_flag_or_output_gone() -> (tokio::sync::watch::Receiver<bool>,
         let n = unsafe { libc::poll(&mut fd, 1, -1) };
         if n > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
             seen.store(true, Ordering::SeqCst);
-            let _ = set.send(true);
             return;
         }
         if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
@@ -818,7 +821,7 @@ pub(crate) fn stop_flag_or_output_gone() -> (tokio::sync::watch::Receiver<bool>,
     let _ = std::thread::Builder::new()
         .name("stdout-watch".into())
         .spawn(watch);
-    (flag, gone)
+    gone
 }
 
 /// The error of a command that stopped because standard output's reader went away.

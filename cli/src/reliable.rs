@@ -111,7 +111,8 @@ enum ReliableCommand {
         queue: String,
         /// Delay in milliseconds.
         delay_ms: u64,
-        /// The payload; read from stdin when absent (one trailing newline, `\n` or `\r\n`, is dropped).
+        /// The payload; read from stdin when absent, all of it (one trailing newline, `\n` or
+        /// `\r\n`, is dropped; an empty stdin, as `</dev/null`, offers an empty payload).
         value: Option<String>,
         /// The message id (default: a generated one). An id still waiting or in flight is
         /// not offered twice.
@@ -315,7 +316,9 @@ pub async fn run(
             let q = client.reliable_queue(&queue, opts)?;
             let (mut held, mut leases) = (Vec::new(), Vec::new());
             // Listening from the start: a Ctrl-C right after a line was printed is not lost.
-            let (mut stop, gone) = crate::stop_flag_or_output_gone();
+            let (mut stop, gone) = (crate::stop_flag(), crate::output_watch());
+            // Set when the reader of the output went away while messages were still owed.
+            let mut output_gone = false;
             let mut reconnects = crate::Reconnects::new();
             for _ in 0..count {
                 // Waits of at most STOP_CHECK, never cut short: Ctrl-C or SIGTERM ends the
@@ -323,6 +326,10 @@ pub async fn run(
                 let got = loop {
                     let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                     if *stop.borrow() {
+                        break None;
+                    }
+                    if gone.load(std::sync::atomic::Ordering::SeqCst) {
+                        output_gone = true;
                         break None;
                     }
                     // Out of time (or --timeout-ms 0): what is ready now, without waiting
@@ -374,8 +381,13 @@ pub async fn run(
             }
             if hold {
                 // Until Ctrl-C or SIGTERM, which give the held messages back (not counted
-                // as an attempt) rather than leave them to their visibility timeout.
-                let _ = stop.wait_for(|stopped| *stopped).await;
+                // as an attempt) rather than leave them to their visibility timeout; at once
+                // when the output's reader went away before all were printed.
+                if output_gone {
+                    leases.iter().for_each(|kept| kept.abort());
+                } else {
+                    let _ = stop.wait_for(|stopped| *stopped).await;
+                }
                 for kept in leases {
                     let _ = kept.await;
                 }
@@ -389,7 +401,7 @@ pub async fn run(
                     say!("delayq: {lost} held message(s) had lost their lease (taken back for another delivery) and were not given back here");
                 }
             }
-            if gone.load(std::sync::atomic::Ordering::SeqCst) {
+            if output_gone {
                 let after = "stopped waiting, with nothing received since the last message printed";
                 return Err(crate::output_gone(after));
             }

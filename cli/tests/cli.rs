@@ -495,6 +495,28 @@ fn a_take_whose_reader_went_away_stops_waiting() {
     assert_eq!(server.cli(&["LRANGE", "gone", "0", "-1"]), "second");
 }
 
+/// `take Q | head -1`: the reader going away after the one value it asked for is no error.
+#[test]
+fn a_take_that_printed_all_it_was_asked_for_exits_0_after_its_reader_left() {
+    let server = RedisServer::start();
+    for _ in 0..5 {
+        server.cli(&["RPUSH", "head", "x"]);
+        let mut take = Command::new(env!("CARGO_BIN_EXE_delayq"))
+            .args(["--url", &server.url(), "take", "head"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines =
+            std::io::BufRead::lines(std::io::BufReader::new(take.stdout.take().unwrap()));
+        assert_eq!(lines.next().unwrap().unwrap(), "x");
+        drop(lines);
+        let (ended, out) = within_10s(take);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(ended.and_then(|s| s.code()), Some(0), "{said}");
+    }
+}
+
 /// `child`'s exit status if it ended within 10 s (it is killed then), and its output.
 fn within_10s(mut child: std::process::Child) -> (Option<std::process::ExitStatus>, Output) {
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -598,6 +598,46 @@ fn a_receive_whose_reader_went_away_stops_waiting() {
     assert_eq!(text(&delayq(&server, &again)), "g1\t1\tfirst\n");
 }
 
+/// `reliable receive Q | head -1`: the reader going away after the one message it asked
+/// for is no error (exit 0), and the message is acked.
+#[test]
+fn a_receive_that_printed_all_it_was_asked_for_exits_0_after_its_reader_left() {
+    let server = RedisServer::start();
+    for i in 0..5 {
+        let id = format!("h{i}");
+        text(&delayq(
+            &server,
+            &["reliable", "offer", "head", "0", "x", "--id", &id],
+        ));
+        let mut receiver = Reaped(
+            Command::new(env!("CARGO_BIN_EXE_delayq"))
+                .args(["--url", &server.url(), "reliable", "receive", "head"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut lines = BufReader::new(receiver.0.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "x");
+        drop(lines); // as `head -1` exits, while the ack is on its way
+        let status = receiver.0.wait().unwrap();
+        let mut said = String::new();
+        receiver
+            .0
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut said)
+            .unwrap();
+        assert_eq!(status.code(), Some(0), "{said}");
+    }
+    let stats = text(&delayq(&server, &["reliable", "stats", "head"]));
+    assert!(
+        stats.starts_with("delayed 0\nready 0\nin_flight 0\n"),
+        "{stats}"
+    );
+}
+
 /// `reliable configure Q` with no option stores the defaults for a new queue (pins them):
 /// a later handle naming other settings is refused.
 #[test]
