@@ -1054,7 +1054,7 @@ async fn receive(
                     seq: state
                         .held_seq
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-                    settled: None,
+                    settled: Default::default(),
                 },
             );
             json
@@ -1089,18 +1089,16 @@ async fn receive(
 /// came again).
 fn held(state: &AppState, name: &str, key: &str) -> ApiResult<HeldDelivery> {
     let map = state.held.lock().unwrap();
-    let found = |(delivery_id, h): (&String, &Held)| HeldDelivery {
+    let found = |delivery_id: &String, h: &Held| HeldDelivery {
         delivery_id: delivery_id.clone(),
         delivery: h.delivery.clone(),
-        settled: h.settled.map(|(how, _)| how),
+        settled: h.settled.clone(),
     };
-    if let Some(h) = map.get_key_value(key).filter(|(_, h)| h.queue == name) {
-        return Ok(found(h));
+    if let Some(h) = map.get(key).filter(|h| h.queue == name) {
+        return Ok(found(&key.to_owned(), h));
     }
-    map.iter()
-        .filter(|(_, h)| h.queue == name && h.delivery.id == key)
-        .max_by_key(|(_, h)| h.seq)
-        .map(found)
+    map.latest(name, key)
+        .map(|(delivery_id, h)| found(delivery_id, h))
         .ok_or_else(|| {
             ApiError::not_found(format!(
                 "no delivery {key:?} of queue {name:?} on this service: neither a delivery_id nor the id of a message received here (or forgotten {} s after its lease ended)",
@@ -1113,14 +1111,26 @@ fn held(state: &AppState, name: &str, key: &str) -> ApiResult<HeldDelivery> {
 struct HeldDelivery {
     delivery_id: String,
     delivery: delayq::Delivery,
-    settled: Option<Settled>,
+    settled: Arc<tokio::sync::OnceCell<(Settled, std::time::Instant)>>,
 }
 
-/// Records how `delivery_id` was settled, for a retry of the same call.
-fn settle(state: &AppState, delivery_id: &str, how: Settled) {
-    if let Some(h) = state.held.lock().unwrap().get_mut(delivery_id) {
-        h.settled = Some((how, std::time::Instant::now()));
-        h.delivery.payload = Vec::new(); // not needed for an answer
+impl HeldDelivery {
+    /// How the first ack or nack settled this delivery: `call`'s outcome when it is the
+    /// first, else (waiting for a first one still running) that one's. A first call that
+    /// failed settles nothing, so the next one tries again.
+    async fn settle<F>(&self, state: &AppState, call: F) -> ApiResult<Settled>
+    where
+        F: std::future::Future<Output = delayq::Result<Settled>>,
+    {
+        let first = self.settled.get_or_try_init(|| async {
+            let how = call.await?;
+            Ok::<_, delayq::Error>((how, std::time::Instant::now()))
+        });
+        let (how, _) = *first.await?;
+        if let Some(h) = state.held.lock().unwrap().get_mut(&self.delivery_id) {
+            h.delivery.payload = Vec::new(); // not needed for an answer
+        }
+        Ok(how)
     }
 }
 
@@ -1138,7 +1148,9 @@ pub(crate) struct AckResponse {
 ///
 /// `{id}` is the receive answer's `delivery_id`, or the message `id`: then the latest
 /// delivery of that message received from this service process (an earlier one is still
-/// held when its lease ended and the message came again).
+/// held when its lease ended and the message came again). An ack or nack of a delivery
+/// that was acked or nacked in the last 60 s (a retry whose first answer was lost, or one
+/// sent while the first was running) gets the first one's answer and changes nothing.
 #[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{id}/ack", tag = "deliveries",
     params(("name" = String, Path), ("id" = String, Path, description = DELIVERY_PARAM)), security(("bearer" = [])),
     responses((status = 200, body = AckResponse), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
@@ -1153,14 +1165,10 @@ async fn ack(
     no_body(&raw)?;
     let h = held(&state, &name, &key)?;
     // A retried ack answers as the first did; an ack after a nack finds no lease.
-    let acked = match h.settled {
-        Some(Settled::Acked(acked)) => acked,
-        Some(Settled::Nacked(_)) => false,
-        None => {
-            let acked = h.delivery.ack().await?;
-            settle(&state, &h.delivery_id, Settled::Acked(acked));
-            acked
-        }
+    let first = async { Ok(Settled::Acked(h.delivery.ack().await?)) };
+    let acked = match h.settle(&state, first).await? {
+        Settled::Acked(acked) => acked,
+        Settled::Nacked(_) => false,
     };
     Ok(Json(AckResponse { acked }))
 }
@@ -1183,7 +1191,8 @@ pub(crate) struct NackResponse {
 /// Nack a delivery: the message is retried (or buried after its last attempt).
 ///
 /// `{id}` is the receive answer's `delivery_id`, or the message `id` (its latest delivery
-/// received from this service process).
+/// received from this service process). A retry within 60 s of the first ack or nack gets
+/// the first one's answer (a nack after an ack: `false`) and changes nothing.
 #[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{id}/nack", tag = "deliveries",
     params(("name" = String, Path), ("id" = String, Path, description = DELIVERY_PARAM)),
     request_body = Option<NackRequest>, security(("bearer" = [])),
@@ -1200,14 +1209,10 @@ async fn nack(
     let delay = req.delay_ms.map(delay_of).transpose()?;
     let h = held(&state, &name, &key)?;
     // A retried nack answers as the first did; a nack after an ack finds no lease.
-    let nacked = match h.settled {
-        Some(Settled::Nacked(nacked)) => nacked,
-        Some(Settled::Acked(_)) => false,
-        None => {
-            let nacked = h.delivery.nack(delay).await?;
-            settle(&state, &h.delivery_id, Settled::Nacked(nacked));
-            nacked
-        }
+    let first = async { Ok(Settled::Nacked(h.delivery.nack(delay).await?)) };
+    let nacked = match h.settle(&state, first).await? {
+        Settled::Nacked(nacked) => nacked,
+        Settled::Acked(_) => false,
     };
     Ok(Json(NackResponse { nacked }))
 }
@@ -1233,7 +1238,7 @@ pub(crate) struct ExtendResponse {
 /// Extend a delivery's lease to `duration_ms` from now.
 ///
 /// `{id}` is the receive answer's `delivery_id`, or the message `id` (its latest delivery
-/// received from this service process).
+/// received from this service process). An acked or nacked delivery answers `false`.
 #[utoipa::path(post, path = "/v1/queues/{name}/deliveries/{id}/extend", tag = "deliveries",
     params(("name" = String, Path), ("id" = String, Path, description = DELIVERY_PARAM)),
     request_body = ExtendRequest, security(("bearer" = [])),
@@ -1250,7 +1255,7 @@ async fn extend(
     let duration = delay_of(req.duration_ms)?;
     let h = held(&state, &name, &key)?;
     // An acked or nacked delivery has no lease left to extend.
-    let extended = h.settled.is_none() && h.delivery.extend(duration).await?;
+    let extended = !h.settled.initialized() && h.delivery.extend(duration).await?;
     Ok(Json(ExtendResponse {
         extended,
         deadline: h.delivery.deadline(),

@@ -24,9 +24,9 @@ pub(crate) struct Held {
     /// Receipt order (from `AppState::held_seq`): the latest delivery of a message is the
     /// one its id names in `/deliveries/{id}/...`.
     pub(crate) seq: u64,
-    /// How an ack or nack settled it, and when: a retry (its first answer lost) gets the
-    /// same answer for [`SETTLED_KEPT`], not a 404.
-    pub(crate) settled: Option<(Settled, std::time::Instant)>,
+    /// How the first ack or nack settled it, and when: a retry (its first answer lost), or
+    /// one sent while the first was running, gets the same answer for [`SETTLED_KEPT`].
+    pub(crate) settled: Arc<tokio::sync::OnceCell<(Settled, std::time::Instant)>>,
 }
 
 /// How long a delivery acked or nacked over HTTP is remembered (its payload dropped), so
@@ -40,6 +40,63 @@ pub(crate) enum Settled {
     Acked(bool),
     /// Nacked: whether it found the lease held.
     Nacked(bool),
+}
+
+/// The deliveries held here, by `delivery_id` and by (queue, message id), so that a call
+/// naming a message id looks at that message's deliveries only.
+#[derive(Default)]
+pub(crate) struct HeldDeliveries {
+    by_id: HashMap<String, Held>,
+    by_message: HashMap<(String, String), Vec<String>>,
+}
+
+impl HeldDeliveries {
+    pub(crate) fn insert(&mut self, delivery_id: String, held: Held) {
+        let message = (held.queue.clone(), held.delivery.id.clone());
+        self.by_message
+            .entry(message)
+            .or_default()
+            .push(delivery_id.clone());
+        self.by_id.insert(delivery_id, held);
+    }
+
+    pub(crate) fn remove(&mut self, delivery_id: &str) -> Option<Held> {
+        let held = self.by_id.remove(delivery_id)?;
+        let message = (held.queue.clone(), held.delivery.id.clone());
+        if let Some(ids) = self.by_message.get_mut(&message) {
+            ids.retain(|d| d != delivery_id);
+            if ids.is_empty() {
+                self.by_message.remove(&message);
+            }
+        }
+        Some(held)
+    }
+
+    pub(crate) fn get(&self, delivery_id: &str) -> Option<&Held> {
+        self.by_id.get(delivery_id)
+    }
+
+    pub(crate) fn get_mut(&mut self, delivery_id: &str) -> Option<&mut Held> {
+        self.by_id.get_mut(delivery_id)
+    }
+
+    /// The latest delivery of message `id` of `queue` held here, with its `delivery_id`.
+    pub(crate) fn latest(&self, queue: &str, id: &str) -> Option<(&String, &Held)> {
+        let ids = self.by_message.get(&(queue.to_owned(), id.to_owned()))?;
+        let held = ids.iter().filter_map(|d| self.by_id.get_key_value(d));
+        held.max_by_key(|(_, h)| h.seq)
+    }
+
+    /// Forgets every delivery for which `keep` is false.
+    pub(crate) fn retain(&mut self, keep: impl Fn(&Held) -> bool) {
+        let forgotten: Vec<String> = (self.by_id.iter())
+            .filter(|(_, h)| !keep(h))
+            .map(|(d, _)| d.clone())
+            .collect();
+        for d in forgotten {
+            self.remove(&d);
+        }
+    }
 }
 
 /// A queue handle that can be closed (which stops its transfer task).
@@ -206,7 +263,7 @@ pub(crate) struct AppState {
     pub(crate) stop: CancellationToken,
     reliable: Arc<Handles<ReliableQueue>>,
     delayed: Arc<Handles<DelayedQueue>>,
-    pub(crate) held: Mutex<HashMap<String, Held>>,
+    pub(crate) held: Mutex<HeldDeliveries>,
     pub(crate) held_seq: AtomicU64,
     /// Redis server clock minus this machine's, in ms.
     clock_offset: AtomicI64,
@@ -414,10 +471,14 @@ impl AppState {
                     }
                 }
                 let cutoff = state.server_now_ms() - FORGET_AFTER.as_millis() as i64;
-                state.held.lock().unwrap().retain(|_, h| match h.settled {
-                    Some((_, at)) => at.elapsed() < SETTLED_KEPT,
-                    None => h.delivery.deadline() > cutoff,
-                });
+                state
+                    .held
+                    .lock()
+                    .unwrap()
+                    .retain(|h| match h.settled.get() {
+                        Some((_, at)) => at.elapsed() < SETTLED_KEPT,
+                        None => h.delivery.deadline() > cutoff,
+                    });
                 if state.config.webhooks {
                     state.webhooks.refresh(&state).await;
                 }

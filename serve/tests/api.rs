@@ -2028,6 +2028,83 @@ async fn deliveries_are_named_by_delivery_id_or_by_message_id() {
     env.stop().await;
 }
 
+/// Acks and nacks of one delivery sent at once (a client retrying before its first answer
+/// came) all get the first one's answer, and a later retry too: one settles, the others
+/// wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_sent_at_once_get_the_first_ones_answer() {
+    let env = Env::start(config()).await;
+    for round in 0..20 {
+        let id = format!("m{round}");
+        env.call(
+            "POST",
+            "/v1/queues/once/messages",
+            Some(json!({"payload": "x", "id": id})),
+        )
+        .await;
+        let (_, got) = env
+            .call(
+                "POST",
+                "/v1/queues/once/receive",
+                Some(json!({"wait_ms": 5000})),
+            )
+            .await;
+        let delivery = got["deliveries"][0]["delivery_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let ack = format!("/v1/queues/once/deliveries/{delivery}/ack");
+        let nack = format!("/v1/queues/once/deliveries/{delivery}/nack");
+        let (a, b, n) = tokio::join!(
+            env.call("POST", &ack, None),
+            env.call("POST", &ack, None),
+            env.call("POST", &nack, None),
+        );
+        let again = env.call("POST", &ack, None).await;
+        let acked = [&a, &b, &again].map(|(s, k)| (*s, k["acked"].as_bool()));
+        let first = acked[0];
+        assert!(first.0 == 200 && first.1.is_some(), "{a:?}");
+        assert!(acked.iter().all(|x| *x == first), "{round}: {acked:?}");
+        // The nack got the same first outcome: true only when it settled the delivery.
+        let nacked = n.1["nacked"].as_bool();
+        assert_eq!(n.0, 200, "{n:?}");
+        assert!(
+            nacked == Some(true) || first.1 == Some(true),
+            "{round}: {n:?} {acked:?}"
+        );
+        assert!(
+            nacked == Some(false) || first.1 == Some(false),
+            "{round}: {n:?} {acked:?}"
+        );
+        // Whichever settled it, nothing is left in flight or counted twice.
+        let (_, q) = env.call("GET", "/v1/queues/once", None).await;
+        assert_eq!(q["counts"]["in_flight"], 0, "{q}");
+        if nacked == Some(true) {
+            // The nack settled it: the message comes back after the back-off; done with it.
+            let (_, again) = env
+                .call(
+                    "POST",
+                    "/v1/queues/once/receive",
+                    Some(json!({"wait_ms": 5000})),
+                )
+                .await;
+            let d = again["deliveries"][0]["delivery_id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            env.call("POST", &format!("/v1/queues/once/deliveries/{d}/ack"), None)
+                .await;
+        }
+    }
+    let (_, q) = env.call("GET", "/v1/queues/once", None).await;
+    assert_eq!(
+        q["counts"],
+        json!({"delayed": 0, "ready": 0, "in_flight": 0, "dead": 0}),
+        "{q}"
+    );
+    env.stop().await;
+}
+
 /// Receive takes `n`, `count`, `limit` and `max_messages` for `max`, and `timeout_ms` for
 /// `wait_ms` (take too); extend takes `ms` and `visibility_timeout_ms` for `duration_ms`.
 /// Other names are still refused, with the known ones in the message.
