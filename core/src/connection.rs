@@ -644,6 +644,8 @@ struct Reconnecting {
     connecting: crate::process::OneAtATime,
     /// The connections of threads that make their requests themselves (`direct`).
     own: direct::Owner,
+    /// One of those was dropped for a reply that did not come: the next one opened says so.
+    own_lost: std::sync::atomic::AtomicBool,
     /// When the shared connection last answered, in ms since `born` (see [`CHECK_IDLE`]).
     answered_ms: AtomicU64,
     born: std::time::Instant,
@@ -795,13 +797,17 @@ impl Reconnecting {
 
     /// Forgets the connection of `generation` (if it is still the current one); `silent`
     /// when a request sent then got no reply, which fails every request sent after it
-    /// ([`Shared::stuck`]).
-    fn discard(&self, generation: u64, silent: Option<Instant>) {
+    /// ([`Shared::stuck`]). `lost` when a request failed with it (logged, and so is the
+    /// next connection that opens), not when the server closed it while idle (a `timeout`
+    /// of its own), which is routine.
+    fn discard(&self, generation: u64, silent: Option<Instant>, lost: bool) {
         let mut s = self.state.lock().expect("connection state");
         if s.generation == generation && s.conn.is_some() {
             s.conn = None;
-            s.lost = true;
-            tracing::info!("Redis connection dropped; the next request opens another");
+            if lost {
+                s.lost = true;
+                tracing::info!("Redis connection dropped; the next request opens another");
+            }
             if let (Some(sent), Some(tell)) = (silent, &s.silent) {
                 tell.send_replace(Some(sent));
             }
@@ -846,12 +852,12 @@ impl Reconnecting {
             }
             Ok(Err(e)) => {
                 if connection_is_spent(&e) {
-                    self.discard(generation, None);
+                    self.discard(generation, None, true);
                 }
                 Err(e)
             }
             Err(_) => {
-                self.discard(generation, Some(sent));
+                self.discard(generation, Some(sent), true);
                 tracing::warn!(?limit, "no reply from Redis in time; connection dropped");
                 Err(reply_lost(limit))
             }
@@ -883,13 +889,13 @@ impl Reconnecting {
                 Ok(shared)
             }
             Checked::Spent(e) => {
-                self.discard(shared.generation, None);
+                self.discard(shared.generation, None, false);
                 tracing::debug!(error = %Escaped(&e), "an idle connection was closed by the server; replaced before the request");
                 self.get().await.map_err(to_redis_error)
             }
             Checked::Failed(e) => {
                 let silent = e.is_timeout().then_some(sent);
-                self.discard(shared.generation, silent);
+                self.discard(shared.generation, silent, true);
                 Err(e)
             }
         }
@@ -936,6 +942,9 @@ impl Reconnecting {
                         false => e,
                     }
                 })?;
+                if self.own_lost.swap(false, Ordering::Relaxed) {
+                    tracing::info!("Redis connection open again");
+                }
                 with_timeouts(conn, limit)?
             }
         };
@@ -946,10 +955,15 @@ impl Reconnecting {
         };
         match outcome {
             Err(e) if e.is_timeout() => {
+                self.own_lost.store(true, Ordering::Relaxed);
                 tracing::warn!(?limit, "no reply from Redis in time; connection dropped");
                 Err(reply_lost(limit))
             }
-            Err(e) if connection_is_spent(&e) => Err(e),
+            Err(e) if connection_is_spent(&e) => {
+                self.own_lost.store(true, Ordering::Relaxed);
+                tracing::info!("Redis connection dropped; the next request opens another");
+                Err(e)
+            }
             outcome => {
                 self.own.put(conn, limit);
                 outcome
@@ -1291,6 +1305,7 @@ impl Connection {
                 state: Mutex::new(ReconnectState::default()),
                 connecting: Default::default(),
                 own: direct::Owner::new(),
+                own_lost: Default::default(),
                 answered_ms: AtomicU64::new(0),
                 born: std::time::Instant::now(),
             });

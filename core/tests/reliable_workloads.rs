@@ -1114,6 +1114,22 @@ async fn a_wrong_typed_wheel_or_settings_fails_every_call_before_it_writes() {
         server.cli(&["DEL", &key]);
         server.cli(&["RENAME", "kept", &key]);
     }
+    // A stray key of another type where a finer bucket of a message's time would be (one
+    // no wheel names, so the transfer never meets it) hides nothing: calls by id look past it.
+    let mid = q.offer("g", Duration::from_secs(90), None).await.unwrap(); // level 1
+    let born = u64::from_str_radix(mid.split('-').next().unwrap(), 16).unwrap();
+    let stray = format!("{{dq:outer}}:b:{born:x}"); // its level-0 bucket, not there yet
+    server.cli(&["SET", &stray, "oops"]);
+    let again = q
+        .offer_with_outcome("g", Duration::from_secs(3_600), Some(&mid))
+        .await
+        .unwrap();
+    assert!(!again.created, "the stray key hid the waiting message");
+    assert!(
+        q.cancel(&mid).await.unwrap(),
+        "the stray key hid the waiting message"
+    );
+    server.cli(&["DEL", &stray]);
     // Everything is where it was.
     assert!(q.cancel("d").await.unwrap());
     assert!(q.reschedule("h", Duration::ZERO).await.unwrap());

@@ -324,6 +324,9 @@ end
 -- 16 bytes. Returns attempts, flags, due, payload, or nil.
 local function take_from_bucket(level, bucket, id, keep)
   local key = bucket_key(level, bucket)
+  -- No list there (or a key of another type, which the transfer sets aside once its wheel
+  -- names it): no message either, and no error for a look that finds nothing.
+  if redis.call('TYPE', key)['ok'] ~= 'list' then return nil end
   local start = bucket * LEVELS[level + 1][1]
   local needle = string.sub(id, -16)
   local from = 0
@@ -374,7 +377,7 @@ end
 -- flight, or dead).
 -- A caller's id (or a moved message) has its place in 'ids'. A generated id names its due
 -- second, so it is in 'near' around that second or in one bucket per level: at most one
--- look per place (a list that does not exist costs one LRANGE that finds nothing).
+-- look per place (a bucket that does not exist costs one TYPE).
 local function take_delayed(id, keep)
   local location = redis.call('HGET', IDS, id)
   if location then
