@@ -122,7 +122,8 @@ enum Command {
     },
     /// Take values as they come due, one per line; runs the transfer task meanwhile. A
     /// value that cannot be printed (standard output closed or full) goes back to the queue;
-    /// once the reader of standard output goes away (`| head -1`), it stops waiting (exit 1).
+    /// once the reader of standard output goes away while values are still owed
+    /// (`--count 5 | head -1`), it stops waiting (exit 1).
     /// Ctrl-C or SIGTERM ends it (exit 0) within about 0.2 s; a value handed over meanwhile
     /// is printed first, never lost.
     Take {

@@ -314,7 +314,7 @@ pub async fn run(
             hold,
         } => {
             let q = client.reliable_queue(&queue, opts)?;
-            let (mut held, mut leases) = (Vec::new(), Vec::new());
+            let (mut held, mut leases) = (Vec::<delayq::Delivery>::new(), Vec::new());
             // Listening from the start: a Ctrl-C right after a line was printed is not lost.
             let (mut stop, gone) = (crate::stop_flag(), crate::output_watch());
             // Set when the reader of the output went away while messages were still owed.
@@ -354,12 +354,25 @@ pub async fn run(
                 // Printed, then acked: a message that could not be printed goes back, not
                 // counted as an attempt, for the next consumer.
                 if let Err(e) = write_line(&text) {
-                    let after = match d.release().await {
+                    let mut after = match d.release().await {
                         Ok(_) => "the message was given back to the queue".to_owned(),
                         Err(back) => format!(
                             "the message could not be given back ({back}); it comes back after its visibility timeout"
                         ),
                     };
+                    // Held ones go back too, as when the reader's leaving is seen first.
+                    leases
+                        .iter()
+                        .for_each(|kept: &tokio::task::JoinHandle<_>| kept.abort());
+                    let mut kept_back = 0;
+                    for d in held.iter().filter(|_| hold) {
+                        if matches!(d.release().await, Ok(true)) {
+                            kept_back += 1;
+                        }
+                    }
+                    if kept_back > 0 {
+                        after.push_str(&format!(", and the {kept_back} held before it too"));
+                    }
                     return Err(output_failed(e, &after));
                 }
                 // Held messages are not acked: `--hold` keeps their leases until the end,
@@ -384,7 +397,9 @@ pub async fn run(
                 // as an attempt) rather than leave them to their visibility timeout; at once
                 // when the output's reader went away before all were printed.
                 if output_gone {
-                    leases.iter().for_each(|kept| kept.abort());
+                    leases
+                        .iter()
+                        .for_each(|kept: &tokio::task::JoinHandle<_>| kept.abort());
                 } else {
                     let _ = stop.wait_for(|stopped| *stopped).await;
                 }

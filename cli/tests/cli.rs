@@ -499,7 +499,7 @@ fn a_take_whose_reader_went_away_stops_waiting() {
 #[test]
 fn a_take_that_printed_all_it_was_asked_for_exits_0_after_its_reader_left() {
     let server = RedisServer::start();
-    for _ in 0..5 {
+    for _ in 0..20 {
         server.cli(&["RPUSH", "head", "x"]);
         let mut take = Command::new(env!("CARGO_BIN_EXE_delayq"))
             .args(["--url", &server.url(), "take", "head"])

@@ -562,17 +562,7 @@ fn a_receive_whose_reader_went_away_stops_waiting() {
     let mut lines = BufReader::new(receiver.0.stdout.take().unwrap()).lines();
     assert_eq!(lines.next().unwrap().unwrap(), "g1\t1\tfirst");
     drop(lines); // as `head -1` exits
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = receiver.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still waiting 10 s after its reader went away"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = ended_within_10s(&mut receiver.0);
     let mut said = String::new();
     receiver
         .0
@@ -598,6 +588,58 @@ fn a_receive_whose_reader_went_away_stops_waiting() {
     assert_eq!(text(&delayq(&server, &again)), "g1\t1\tfirst\n");
 }
 
+/// `child`'s exit status, once it ended; fails the test when that takes over 10 s.
+fn ended_within_10s(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running 10 s after its reader went away"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `reliable receive Q --count 3 --hold | head -1` with a second message coming right after
+/// the first: whether the reader's leaving is seen first or the second message's line
+/// fails to print, every message goes back (none left in flight to its lease).
+#[test]
+fn a_held_receive_whose_reader_left_gives_everything_back() {
+    let server = RedisServer::start();
+    for round in 0..5 {
+        let q = format!("both{round}");
+        text(&delayq(&server, &["reliable", "offer", &q, "0", "first"]));
+        let mut receiver = Reaped(
+            Command::new(env!("CARGO_BIN_EXE_delayq"))
+                .args(["--url", &server.url(), "reliable", "receive", &q])
+                .args(["--count", "3", "--hold"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut lines = BufReader::new(receiver.0.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "first");
+        drop(lines); // `head -1` exits, and the second message comes at once
+        text(&delayq(&server, &["reliable", "offer", &q, "0", "second"]));
+        let status = ended_within_10s(&mut receiver.0);
+        let mut said = String::new();
+        receiver
+            .0
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut said)
+            .unwrap();
+        assert_eq!(status.code(), Some(1), "{said}");
+        let stats = text(&delayq(&server, &["reliable", "stats", &q]));
+        assert!(stats.contains("in_flight 0\n"), "{round}: {said}\n{stats}");
+    }
+}
+
 /// `reliable receive Q | head -1`: the reader going away after the one message it asked
 /// for is no error (exit 0), and the message is acked.
 #[test]
@@ -620,7 +662,7 @@ fn a_receive_that_printed_all_it_was_asked_for_exits_0_after_its_reader_left() {
         let mut lines = BufReader::new(receiver.0.stdout.take().unwrap()).lines();
         assert_eq!(lines.next().unwrap().unwrap(), "x");
         drop(lines); // as `head -1` exits, while the ack is on its way
-        let status = receiver.0.wait().unwrap();
+        let status = ended_within_10s(&mut receiver.0);
         let mut said = String::new();
         receiver
             .0

@@ -1033,33 +1033,42 @@ async fn receive(
     };
     q.succeeded();
     state.saw(true, &name);
-    let mut held = state.held.lock().unwrap();
+    // The answer's payloads are made outside the lock; the deliveries held keep none (acks,
+    // nacks and extends need only their receipts), so that copying one is cheap.
+    let mut kept = Vec::with_capacity(got.len());
     let deliveries = got
         .into_iter()
-        .map(|d| {
+        .map(|mut d| {
             let delivery_id = format!("{:032x}", delayq::random::random::<u128>());
             let json = DeliveryJson {
                 delivery_id: delivery_id.clone(),
                 id: d.id.clone(),
-                payload: Payload::of(&d.payload),
+                payload: Payload::of(&std::mem::take(&mut d.payload)),
                 attempt: d.attempt,
                 due_at: d.due_at,
                 deadline: d.deadline(),
             };
-            held.insert(
-                delivery_id,
-                Held {
-                    queue: name.clone(),
-                    delivery: d,
-                    seq: state
-                        .held_seq
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-                    settled: Default::default(),
-                },
-            );
+            kept.push((delivery_id, d));
             json
         })
         .collect::<Vec<DeliveryJson>>();
+    let mut held = state.held.lock().unwrap();
+    for (delivery_id, d) in kept {
+        let seq = state
+            .held_seq
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let settled = Default::default();
+        let (queue, delivery) = (name.clone(), d);
+        held.insert(
+            delivery_id,
+            Held {
+                queue,
+                delivery,
+                seq,
+                settled,
+            },
+        );
+    }
     drop(held);
     if deliveries.is_empty() {
         return Ok(Json(ReceiveResponse { deliveries }).into_response());
@@ -1083,22 +1092,21 @@ async fn receive(
     Ok(HandOver::json(&ReceiveResponse { deliveries }, give_back))
 }
 
-/// The delivery of queue `name` that `key` names, with its `delivery_id`: `key` is a
+/// The delivery of queue `name` that `key` names: `key` is a
 /// `delivery_id` this process handed out, or else a message id, whose latest delivery held
 /// here is meant (an earlier one may still be held when its lease ended and the message
 /// came again).
 fn held(state: &AppState, name: &str, key: &str) -> ApiResult<HeldDelivery> {
     let map = state.held.lock().unwrap();
-    let found = |delivery_id: &String, h: &Held| HeldDelivery {
-        delivery_id: delivery_id.clone(),
+    let found = |h: &Held| HeldDelivery {
         delivery: h.delivery.clone(),
         settled: h.settled.clone(),
     };
     if let Some(h) = map.get(key).filter(|h| h.queue == name) {
-        return Ok(found(&key.to_owned(), h));
+        return Ok(found(h));
     }
     map.latest(name, key)
-        .map(|(delivery_id, h)| found(delivery_id, h))
+        .map(|(_, h)| found(h))
         .ok_or_else(|| {
             ApiError::not_found(format!(
                 "no delivery {key:?} of queue {name:?} on this service: neither a delivery_id nor the id of a message received here (or forgotten {} s after its lease ended)",
@@ -1109,7 +1117,6 @@ fn held(state: &AppState, name: &str, key: &str) -> ApiResult<HeldDelivery> {
 
 /// A delivery held here, as an ack, nack or extend finds it.
 struct HeldDelivery {
-    delivery_id: String,
     delivery: delayq::Delivery,
     settled: Arc<tokio::sync::OnceCell<(Settled, std::time::Instant)>>,
 }
@@ -1117,20 +1124,24 @@ struct HeldDelivery {
 impl HeldDelivery {
     /// How the first ack or nack settled this delivery: `call`'s outcome when it is the
     /// first, else (waiting for a first one still running) that one's. A first call that
-    /// failed settles nothing, so the next one tries again.
-    async fn settle<F>(&self, state: &AppState, call: F) -> ApiResult<Settled>
+    /// failed settles nothing, so the next one tries again. It runs as a task of its own:
+    /// a client that goes away (a timeout, before a retry) does not cancel it, so that
+    /// what Redis did is recorded for the retry.
+    async fn settle<F>(&self, call: F) -> ApiResult<Settled>
     where
-        F: std::future::Future<Output = delayq::Result<Settled>>,
+        F: std::future::Future<Output = delayq::Result<Settled>> + Send + 'static,
     {
-        let first = self.settled.get_or_try_init(|| async {
-            let how = call.await?;
-            Ok::<_, delayq::Error>((how, std::time::Instant::now()))
+        let cell = self.settled.clone();
+        let settling = tokio::spawn(async move {
+            let first = cell.get_or_try_init(|| async {
+                Ok::<_, delayq::Error>((call.await?, std::time::Instant::now()))
+            });
+            first.await.map(|(how, _)| *how)
         });
-        let (how, _) = *first.await?;
-        if let Some(h) = state.held.lock().unwrap().get_mut(&self.delivery_id) {
-            h.delivery.payload = Vec::new(); // not needed for an answer
-        }
-        Ok(how)
+        let settled = settling
+            .await
+            .map_err(|e| delayq::Error::Server(e.to_string()))?;
+        Ok(settled?)
     }
 }
 
@@ -1165,8 +1176,9 @@ async fn ack(
     no_body(&raw)?;
     let h = held(&state, &name, &key)?;
     // A retried ack answers as the first did; an ack after a nack finds no lease.
-    let first = async { Ok(Settled::Acked(h.delivery.ack().await?)) };
-    let acked = match h.settle(&state, first).await? {
+    let d = h.delivery.clone();
+    let first = async move { Ok(Settled::Acked(d.ack().await?)) };
+    let acked = match h.settle(first).await? {
         Settled::Acked(acked) => acked,
         Settled::Nacked(_) => false,
     };
@@ -1209,8 +1221,9 @@ async fn nack(
     let delay = req.delay_ms.map(delay_of).transpose()?;
     let h = held(&state, &name, &key)?;
     // A retried nack answers as the first did; a nack after an ack finds no lease.
-    let first = async { Ok(Settled::Nacked(h.delivery.nack(delay).await?)) };
-    let nacked = match h.settle(&state, first).await? {
+    let d = h.delivery.clone();
+    let first = async move { Ok(Settled::Nacked(d.nack(delay).await?)) };
+    let nacked = match h.settle(first).await? {
         Settled::Nacked(nacked) => nacked,
         Settled::Acked(_) => false,
     };

@@ -17,7 +17,8 @@ use crate::Config;
 /// late ack says "lease lost" (`acked: false`) instead of "unknown delivery" (404).
 pub(crate) const FORGET_AFTER: Duration = Duration::from_secs(300);
 
-/// A delivery received over HTTP, waiting for its ack, nack or extend.
+/// A delivery received over HTTP, waiting for its ack, nack or extend (its payload, already
+/// in the answer, dropped).
 pub(crate) struct Held {
     pub(crate) queue: String,
     pub(crate) delivery: Delivery,
@@ -29,8 +30,8 @@ pub(crate) struct Held {
     pub(crate) settled: Arc<tokio::sync::OnceCell<(Settled, std::time::Instant)>>,
 }
 
-/// How long a delivery acked or nacked over HTTP is remembered (its payload dropped), so
-/// that a retried ack or nack gets the first one's answer.
+/// How long a delivery acked or nacked over HTTP is remembered, so that a retried ack or
+/// nack gets the first one's answer.
 pub(crate) const SETTLED_KEPT: Duration = Duration::from_secs(60);
 
 /// The outcome of a delivery's ack or nack over HTTP.
@@ -74,10 +75,6 @@ impl HeldDeliveries {
 
     pub(crate) fn get(&self, delivery_id: &str) -> Option<&Held> {
         self.by_id.get(delivery_id)
-    }
-
-    pub(crate) fn get_mut(&mut self, delivery_id: &str) -> Option<&mut Held> {
-        self.by_id.get_mut(delivery_id)
     }
 
     /// The latest delivery of message `id` of `queue` held here, with its `delivery_id`.

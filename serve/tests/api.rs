@@ -2105,6 +2105,76 @@ async fn acks_sent_at_once_get_the_first_ones_answer() {
     env.stop().await;
 }
 
+/// An ack whose client gave up before the answer came (Redis busy) still settles the
+/// delivery, since Redis runs the ack anyway: the retry is answered `acked: true`, not
+/// `false` (as a second ack would be).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ack_whose_client_gave_up_is_settled_for_its_retry() {
+    let env = Env::start(config()).await;
+    env.call(
+        "POST",
+        "/v1/queues/gaveup/messages",
+        Some(json!({"payload": "x"})),
+    )
+    .await;
+    let (_, got) = env
+        .call(
+            "POST",
+            "/v1/queues/gaveup/receive",
+            Some(json!({"wait_ms": 5000})),
+        )
+        .await;
+    let delivery = got["deliveries"][0]["delivery_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ack = format!("{}/v1/queues/gaveup/deliveries/{delivery}/ack", env.base);
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    // Redis busy for 1.5 s (a script that spins): the ack reaches it, but is run only then.
+    let port = env.redis.port;
+    let spin = "local t = redis.call('TIME') local s = t[1] * 1000 + t[2] / 1000 \
+        repeat t = redis.call('TIME') until t[1] * 1000 + t[2] / 1000 - s > 1500";
+    let busy = std::thread::spawn(move || {
+        let args = ["-p", &port.to_string(), "EVAL", spin, "0"].map(String::from);
+        std::process::Command::new("redis-cli").args(args).output()
+    });
+    let answers_within_100ms = || {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        c.write_all(b"PING\r\n").unwrap();
+        c.read(&mut [0u8; 16]).is_ok()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while answers_within_100ms() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the spinning script never began"
+        );
+    }
+    let gave_up = impatient.post(&ack).bearer_auth(TOKEN).send().await;
+    assert!(
+        gave_up.is_err(),
+        "answered while Redis was busy: {gave_up:?}"
+    );
+    busy.join().unwrap().unwrap();
+    let (s, k) = env
+        .call(
+            "POST",
+            &format!("/v1/queues/gaveup/deliveries/{delivery}/ack"),
+            None,
+        )
+        .await;
+    assert_eq!((s, k["acked"].as_bool()), (200, Some(true)), "{k}");
+    let (_, q) = env.call("GET", "/v1/queues/gaveup", None).await;
+    assert_eq!(q["counts"]["in_flight"], 0, "{q}");
+    env.stop().await;
+}
+
 /// Receive takes `n`, `count`, `limit` and `max_messages` for `max`, and `timeout_ms` for
 /// `wait_ms` (take too); extend takes `ms` and `visibility_timeout_ms` for `duration_ms`.
 /// Other names are still refused, with the known ones in the message.
