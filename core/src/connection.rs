@@ -789,7 +789,11 @@ impl Reconnecting {
             }
             Err(e) => {
                 s.failed = Some(e.clone());
-                s.lost = true;
+                if !std::mem::replace(&mut s.lost, true) {
+                    // The first failure since a connection was open: logged once, as a
+                    // dropped connection is, so that "open again" follows a line saying why.
+                    tracing::info!(error = %Escaped(&e), "cannot open a Redis connection; the next request tries again");
+                }
                 Err(e)
             }
         }
@@ -921,7 +925,11 @@ impl Reconnecting {
                         tracing::debug!(error = %Escaped(&e), "an idle connection was closed by the server; replaced before the request");
                         None
                     }
-                    Checked::Failed(e) => return Err(e),
+                    Checked::Failed(e) => {
+                        self.own_lost.store(true, Ordering::Relaxed);
+                        tracing::info!("Redis connection dropped; the next request opens another");
+                        return Err(e);
+                    }
                 }
             }
             kept => kept.map(|(conn, timeout, _)| (conn, timeout)),
