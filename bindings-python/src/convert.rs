@@ -152,8 +152,16 @@ fn seconds(
     what: &str,
     whole: impl FnOnce(Integer) -> delayq::Result<Duration>,
     float: impl FnOnce(f64) -> delayq::Result<Duration>,
+    exact: impl FnOnce(Duration) -> delayq::Result<Duration>,
 ) -> PyResult<Duration> {
     let secs = if let Ok(d) = obj.cast::<PyDelta>() {
+        if d.get_days() >= 0 {
+            // Exactly, not through float seconds (timedelta(milliseconds=2**50) came out
+            // 1 ms longer, over the limit).
+            let secs = d.get_days() as u64 * 86_400 + d.get_seconds() as u64;
+            let nanos = d.get_microseconds() as u32 * 1_000;
+            return exact(Duration::new(secs, nanos)).map_err(to_py);
+        }
         let days = d.get_days() as f64 * 86_400.0;
         days + d.get_seconds() as f64 + d.get_microseconds() as f64 / 1e6
     } else if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() {
@@ -175,13 +183,18 @@ pub fn delay(obj: &Obj<'_>) -> PyResult<Duration> {
 /// A duration named `what` checked like a delay (a queue setting, a back-off).
 pub fn delay_named(obj: &Obj<'_>, what: &str) -> PyResult<Duration> {
     let whole = |n| check::duration_from_secs_integer(n, what);
-    seconds(obj, what, whole, |s| check::duration_from_secs_f64(s, what))
+    let (float, exact) = (
+        |s| check::duration_from_secs_f64(s, what),
+        |d| check::duration_to_millis(d, what).map(|_| d),
+    );
+    seconds(obj, what, whole, float, exact)
 }
 
 /// A duration named `what` checked like a timeout (a timeout, the reconcile interval).
 pub fn duration(obj: &Obj<'_>, what: &str) -> PyResult<Duration> {
     let whole = |n| check::timeout_from_secs_integer(n, what);
-    seconds(obj, what, whole, |s| check::timeout_from_secs_f64(s, what))
+    let float = |s| check::timeout_from_secs_f64(s, what);
+    seconds(obj, what, whole, float, Ok)
 }
 
 /// A timeout in seconds, or `None` for no limit.

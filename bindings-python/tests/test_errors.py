@@ -161,6 +161,21 @@ async def _never_called_async(d: delayq.asyncio.Delivery) -> None:
     raise AssertionError("a consume with a bad concurrency ran its handler")
 
 
+def test_a_timedelta_delay_is_exact_up_to_the_limit(url: str, name: str) -> None:
+    # 2**50 ms is the longest delay; through float seconds it came out 1 ms over.
+    longest = timedelta(milliseconds=2**50)
+    with delayq.Client(url) as client:
+        q = client.delayed_queue(name)
+        start = q.offer(b"now", 0)
+        due = q.offer(b"last", longest)
+        assert 2**50 <= due - start < 2**50 + 60_000, due - start
+        with pytest.raises(delayq.InvalidArgument, match="at most 1125899906842624 ms"):
+            q.offer(b"over", longest + timedelta(milliseconds=1))
+        with pytest.raises(delayq.InvalidArgument, match="at most 1125899906842624 ms"):
+            q.offer(b"over", longest + timedelta(microseconds=1))
+        assert not q.contains(b"over")
+
+
 def test_durations_take_int_float_or_timedelta_everywhere(url: str, name: str) -> None:
     for seconds in (2, 2.0, timedelta(seconds=2)):
         with delayq.Client(url) as client:
