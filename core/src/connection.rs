@@ -728,6 +728,9 @@ struct ReconnectState {
     /// A connection was dropped (or an attempt failed) since the last one opened: the next
     /// that opens is logged, so that a log that said Redis was lost also says it is back.
     lost: bool,
+    /// One has opened: until then a failed attempt is the caller's error alone (a process
+    /// started before Redis says so in its own words), with nothing lost to log.
+    was_open: bool,
 }
 
 impl ReconnectState {
@@ -781,6 +784,7 @@ impl Reconnecting {
                 };
                 (s.conn, s.silent) = (Some(shared.clone()), Some(silent));
                 s.failed = None;
+                s.was_open = true;
                 if std::mem::take(&mut s.lost) {
                     tracing::info!("Redis connection open again");
                 }
@@ -789,7 +793,7 @@ impl Reconnecting {
             }
             Err(e) => {
                 s.failed = Some(e.clone());
-                if !std::mem::replace(&mut s.lost, true) {
+                if s.was_open && !std::mem::replace(&mut s.lost, true) {
                     // The first failure since a connection was open: logged once, as a
                     // dropped connection is, so that "open again" follows a line saying why.
                     tracing::info!(error = %Escaped(&e), "cannot open a Redis connection; the next request tries again");
