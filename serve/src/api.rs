@@ -1106,7 +1106,7 @@ fn held(state: &AppState, name: &str, key: &str) -> ApiResult<HeldDelivery> {
         return Ok(found(h));
     }
     map.latest(name, key)
-        .map(|(_, h)| found(h))
+        .map(found)
         .ok_or_else(|| {
             ApiError::not_found(format!(
                 "no delivery {key:?} of queue {name:?} on this service: neither a delivery_id nor the id of a message received here (or forgotten {} s after its lease ended)",

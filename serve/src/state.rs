@@ -77,11 +77,12 @@ impl HeldDeliveries {
         self.by_id.get(delivery_id)
     }
 
-    /// The latest delivery of message `id` of `queue` held here, with its `delivery_id`.
-    pub(crate) fn latest(&self, queue: &str, id: &str) -> Option<(&String, &Held)> {
+    /// The latest delivery of message `id` of `queue` held here.
+    pub(crate) fn latest(&self, queue: &str, id: &str) -> Option<&Held> {
         let ids = self.by_message.get(&(queue.to_owned(), id.to_owned()))?;
-        let held = ids.iter().filter_map(|d| self.by_id.get_key_value(d));
-        held.max_by_key(|(_, h)| h.seq)
+        ids.iter()
+            .filter_map(|d| self.by_id.get(d))
+            .max_by_key(|h| h.seq)
     }
 
     /// Forgets every delivery for which `keep` is false.
